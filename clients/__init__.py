@@ -1,0 +1,1 @@
+"""Adapters that speak each model's wire protocol (one folder per protocol)."""

@@ -1,0 +1,139 @@
+"""The interface every model client implements, its typed events and declared capabilities.
+
+The session drives a client through four calls (connect, send_audio, events, aclose) and branches
+only on ``Capabilities``, never on which protocol it is talking to.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from simulator.core.errors import SessionError
+
+__all__ = [
+    "AudioOut",
+    "Capabilities",
+    "ClientConfig",
+    "ClientEvent",
+    "DuplexClient",
+    "EndOfTurn",
+    "ErrorEvent",
+    "SpeechStarted",
+    "SpeechStopped",
+    "Transcript",
+]
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    input_rate: int  # Hz of the PCM the client wants in send_audio
+    output_rate: int  # Hz of AudioOut.samples
+    frame_ms: int = 20  # preferred send granularity
+    faster_than_realtime: bool = False  # output may arrive in bursts ahead of playback
+    end_of_turn_signal: bool = False  # emits EndOfTurn when a reply is complete
+    server_vad: bool = False  # the server detects the user's turns itself
+    manual_commit: bool = False  # needs commit_turn() after the user's turn
+    continuous_output: bool = False  # the server streams audio all the time, silence included
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything a client needs to connect. ``api_key`` is never written anywhere."""
+
+    url: str
+    model: str | None = None
+    voice: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    clock: Clock = time.monotonic  # stamps arrivals; injected so tests and replay control time
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class AudioOut:
+    samples: np.ndarray  # float32 mono at Capabilities.output_rate
+    arrival: float  # clock() when the bytes arrived
+    offset_s: float | None = None  # where the server says this chunk belongs on the input timeline
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    arrival: float
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStarted:
+    arrival: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStopped:
+    arrival: float
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfTurn:
+    arrival: float
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    error: SessionError
+    arrival: float
+    fatal: bool = True  # a fatal error ends the session; others are recorded and streaming goes on
+
+
+ClientEvent = AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent
+
+
+class DuplexClient(ABC):
+    """One connection to one model for one session."""
+
+    protocol: ClassVar[str]
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abstractmethod
+    async def connect(self) -> None:
+        """Open the connection and finish the handshake; raises SessionError subclasses."""
+
+    @abstractmethod
+    async def send_audio(self, samples: np.ndarray) -> None:
+        """Send float32 mono samples at ``capabilities.input_rate``."""
+
+    @abstractmethod
+    def events(self) -> AsyncIterator[ClientEvent]:
+        """Events as they arrive; ends when the connection closes."""
+
+    async def commit_turn(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Tell the server the user's turn is over (only where ``manual_commit``)."""
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Settings safe to record (no secrets)."""
+        return {
+            "protocol": self.protocol,
+            "url": self.config.url,
+            "model": self.config.model,
+            "voice": self.config.voice,
+            "options": dict(self.config.options),
+        }

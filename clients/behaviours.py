@@ -1,0 +1,358 @@
+"""Reference model behaviours: pure, protocol-independent, driven by media time only.
+
+A fake server calls ``push`` with each input chunk it receives and sends the returned audio at once,
+so the model's output for a media interval lands on the client's timeline at that same interval
+(plus transport delay). Media time is "samples received / rate"; nothing here reads a clock.
+
+Every behaviour tracks the user's turns with webrtcvad: speech starts after ``min_speech_ms`` of
+voiced frames; the turn ends after ``hangover_s`` without speech. E, the turn's end, is the refined
+end of its last voiced frame (``speech_bounds``), exact to the sample. A turn that ends while the
+model is still replying gets no reply of its own; after a reply ends, the next turn does.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core.errors import ConfigError
+from simulator.core.vad import StreamingVad, VadConfig, speech_bounds
+
+__all__ = [
+    "BEHAVIOURS",
+    "BargeIn",
+    "Behaviour",
+    "DelayedEcho",
+    "Echo",
+    "Neutral",
+    "Silent",
+    "Step",
+    "UserTurn",
+    "behaviour_factory",
+    "make_behaviour",
+    "synthetic_voice",
+]
+
+FloatArray = NDArray[np.float32]
+_FORMANTS = ((600.0, 250.0), (1300.0, 350.0), (2500.0, 500.0))  # (centre Hz, width Hz)
+PREROLL_S = 0.3  # audio kept before a turn's first voiced frame, so its onset can be refined
+
+
+@dataclass(frozen=True)
+class Step:
+    audio: FloatArray  # the model's output for the same media interval as the input chunk
+    speech_started: bool = False  # the user's speech began (was detected) in this interval
+    speech_stopped: bool = False  # the user's turn end was decided in this interval
+    reply_started: bool = False
+    reply_done: bool = False  # the reply's last sample is in this interval (end of turn)
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """One user turn, in samples from the start of the input."""
+
+    rate: int
+    onset: int  # refined first voiced sample
+    end: int  # E: refined end of the last voiced frame (exclusive)
+    decided: int  # where the turn end was decided (end of the hangover)
+
+    @property
+    def end_s(self) -> float:
+        return self.end / self.rate
+
+
+def synthetic_voice(
+    sample_rate: int, duration_s: float = 2.0, *, f0: float = 120.0, peak: float = 0.3
+) -> FloatArray:
+    """A deterministic voiced signal webrtcvad calls speech: harmonics of a gliding f0, shaped by
+    three formant-like peaks, under a 4 Hz syllable envelope, with 10 ms fades at both ends."""
+    n = round(duration_s * sample_rate)
+    t = np.arange(n) / sample_rate
+    phase = 2 * np.pi * np.cumsum(f0 * (1.0 + 0.04 * np.sin(2 * np.pi * 1.3 * t))) / sample_rate
+    x = np.zeros(n)
+    for k in range(1, int(min(3800.0, sample_rate / 2 - 200) / f0) + 1):
+        f = k * f0
+        gain = sum(math.exp(-(((f - fc) / bw) ** 2)) for fc, bw in _FORMANTS)
+        x += (0.15 + gain) / k * np.sin(k * phase)
+    x *= 0.35 + 0.65 * 0.5 * (1.0 - np.cos(2 * np.pi * 4.0 * t))
+    fade = min(n // 2, round(0.01 * sample_rate))
+    if fade:
+        ramp = np.arange(1, fade + 1) / fade  # no exact zero: the first sample is the onset
+        x[:fade] *= ramp
+        x[n - fade :] *= ramp[::-1]
+    top = float(np.max(np.abs(x))) if n else 0.0
+    return (x * (peak / top) if top else x).astype(np.float32)
+
+
+class _History:
+    """The recent input, addressed by absolute sample index, trimmed from the front."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[tuple[int, FloatArray]] = deque()
+
+    def append(self, start: int, x: FloatArray) -> None:
+        if x.size:
+            self._chunks.append((start, x))
+
+    def slice(self, lo: int, hi: int) -> FloatArray:
+        parts = [x[max(lo - s, 0) : hi - s] for s, x in self._chunks if s < hi and s + x.size > lo]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+    def discard_before(self, index: int) -> None:
+        while self._chunks and self._chunks[0][0] + self._chunks[0][1].size <= index:
+            self._chunks.popleft()
+
+
+@dataclass(frozen=True)
+class _Edge:
+    started: bool  # True: speech began; False: the turn ended
+    frame: int  # first voiced frame of the run (start) or last voiced frame (end)
+    at_frame: int  # the frame in which this was decided
+
+
+class _TurnTracker:
+    """Turn edges from streaming VAD frames; the same input gives the same edges however chunked."""
+
+    def __init__(self, rate: int, cfg: VadConfig, hangover_s: float) -> None:
+        self._vad = StreamingVad(rate, cfg)
+        self._min_run = max(1, -(-cfg.min_speech_ms // cfg.frame_ms))
+        self._hangover = max(1, math.ceil(hangover_s / cfg.frame_s - 1e-9))
+        self._run = 0
+        self._last = -1
+        self.speaking = False
+
+    def push(self, x: FloatArray) -> list[_Edge]:
+        first = self._vad.frames_done
+        flags = self._vad.push(x)
+        edges = (self._step(k, bool(v)) for k, v in enumerate(flags, start=first))
+        return [e for e in edges if e is not None]
+
+    def _step(self, k: int, voiced: bool) -> _Edge | None:
+        if voiced:
+            self._run += 1
+            self._last = k
+            if not self.speaking and self._run >= self._min_run:
+                self.speaking = True
+                return _Edge(True, k - self._run + 1, k)
+            return None
+        self._run = 0
+        if self.speaking and k - self._last >= self._hangover:
+            self.speaking = False
+            return _Edge(False, self._last, k)
+        return None
+
+
+class Behaviour(ABC):
+    """Input audio in, output audio for the same media interval out; subclasses decide replies."""
+
+    name: ClassVar[str]
+
+    def __init__(
+        self, sample_rate: int, *, hangover_s: float = 0.6, vad: VadConfig | None = None
+    ) -> None:
+        if sample_rate <= 0 or hangover_s <= 0:
+            raise ValueError("sample_rate and hangover_s must be positive")
+        self.rate = sample_rate
+        self.hangover_s = hangover_s
+        self._cfg = vad or VadConfig()
+        self._tracker = _TurnTracker(sample_rate, self._cfg, hangover_s)
+        self._history = _History()
+        self._pos = 0
+        self._turn_begin = 0  # first sample of the current turn's audio window
+        self._floor_frame = 0  # a turn's window never reaches back into the previous turn
+        self._onset = 0
+        self._reply: tuple[int, FloatArray] | None = None
+        self.turns: list[UserTurn] = []
+
+    @property
+    def replying(self) -> bool:
+        return self._reply is not None
+
+    def push(self, samples: NDArray[Any]) -> Step:
+        x = np.array(samples, dtype=np.float32).reshape(-1)  # a copy: callers may reuse buffers
+        c0, self._pos = self._pos, self._pos + x.size
+        self._history.append(c0, x)
+        started = stopped = False
+        for edge in self._tracker.push(x):
+            now = max(self._sample(edge.at_frame + 1), c0)  # the earliest a reply can start
+            if edge.started:
+                started = True
+                self._speech_started(edge, now)
+            else:
+                stopped = True
+                self._turn_ended(edge, now)
+        self._history.discard_before(self._keep_from())
+        return self._render(c0, x.size, started, stopped)
+
+    def _on_speech_started(self, onset: int, now: int) -> None:  # noqa: B027 - optional hook
+        """The user's speech began at sample ``onset``; detected at ``now``."""
+
+    @abstractmethod
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        """The user's turn ended while the model is not replying."""
+
+    def _schedule(self, audio: FloatArray, at: int) -> None:
+        if audio.size:
+            self._reply = (at, np.asarray(audio, dtype=np.float32))
+
+    def _audio(self, lo: int, hi: int) -> FloatArray:
+        return self._history.slice(lo, hi)
+
+    def _sample(self, frame: int) -> int:
+        return frame * self._cfg.frame_ms * self.rate // 1000
+
+    def _speech_started(self, edge: _Edge, now: int) -> None:
+        preroll = round(PREROLL_S / self._cfg.frame_s)
+        self._turn_begin = self._sample(max(edge.frame - preroll, self._floor_frame))
+        hi = self._sample(edge.at_frame + 1)  # not ``now``: windows must not depend on chunking
+        first = self._sample(edge.frame)
+        self._onset = self._refine(self._turn_begin, hi, onset=True, default=first)
+        if not self.replying:
+            self._on_speech_started(self._onset, now)
+
+    def _turn_ended(self, edge: _Edge, now: int) -> None:
+        self._floor_frame = edge.at_frame + 1
+        hi = self._sample(edge.at_frame + 1)
+        end = self._refine(self._turn_begin, hi, onset=False, default=self._sample(edge.frame + 1))
+        onset = self._refine(self._turn_begin, hi, onset=True, default=self._onset)
+        turn = UserTurn(self.rate, onset, end, hi)
+        self.turns.append(turn)
+        if not self.replying:
+            self._on_turn_end(turn, now)
+
+    def _refine(self, lo: int, hi: int, *, onset: bool, default: int) -> int:
+        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
+        if bounds is None:
+            return default
+        return lo + round(bounds[0 if onset else 1] * self.rate)
+
+    def _keep_from(self) -> int:
+        if self._tracker.speaking:
+            return self._turn_begin
+        return self._pos - round((PREROLL_S + 0.2) * self.rate)  # slack for resampler delay
+
+    def _render(self, c0: int, n: int, started: bool, stopped: bool) -> Step:
+        out = np.zeros(n, dtype=np.float32)
+        if self._reply is None:
+            return Step(out, started, stopped)
+        at, audio = self._reply
+        end = at + audio.size
+        lo, hi = max(at, c0), min(end, c0 + n)
+        if lo < hi:
+            out[lo - c0 : hi - c0] = audio[lo - at : hi - at]
+        done = end <= c0 + n
+        if done:
+            self._reply = None
+        return Step(out, started, stopped, c0 <= at < c0 + n, done)
+
+
+class Silent(Behaviour):
+    """Never talks; still reports the user's speech edges."""
+
+    name = "silent"
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        pass
+
+
+class Echo(Behaviour):
+    """Replays the last ``echo_s`` of the user's speech as soon as the turn ends."""
+
+    name = "echo"
+
+    def __init__(self, sample_rate: int, *, echo_s: float = 3.0, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if echo_s <= 0:
+            raise ValueError(f"echo_s must be positive, not {echo_s}")
+        self.echo_s = echo_s
+
+    def _echo(self, turn: UserTurn) -> FloatArray:
+        window = self._audio(max(turn.end - round(self.echo_s * self.rate), turn.onset), turn.end)
+        bounds = speech_bounds(window, self.rate, self._cfg)
+        return window[round(bounds[0] * self.rate) :] if bounds else window
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self._echo(turn), now)
+
+
+class DelayedEcho(Echo):
+    """Echo whose first sample is at exactly E + ``latency_s``: ground truth for latency tests.
+
+    The turn end is only known ``hangover_s`` after E, so a ``latency_s`` below that (plus one VAD
+    frame) cannot be honoured: the reply then starts as soon as the turn end is decided.
+    """
+
+    name = "delayed-echo"
+
+    def __init__(self, sample_rate: int, *, latency_s: float = 0.8, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if latency_s < 0:
+            raise ValueError(f"latency_s must not be negative, not {latency_s}")
+        self.latency_s = latency_s
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self._echo(turn), max(turn.end + round(self.latency_s * self.rate), now))
+
+
+class Neutral(Behaviour):
+    """Says one fixed utterance after each turn (default: 2 s of ``synthetic_voice``)."""
+
+    name = "neutral"
+
+    def __init__(self, sample_rate: int, *, utterance: NDArray[Any] | None = None, **kw: Any):
+        super().__init__(sample_rate, **kw)
+        voice = synthetic_voice(sample_rate) if utterance is None else utterance
+        self.utterance = np.asarray(voice, dtype=np.float32).reshape(-1)
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self.utterance, now)
+
+
+class BargeIn(Neutral):
+    """Starts the utterance ``barge_after_s`` after the user's speech onset, talking over them
+    (if the user stops sooner it still starts then)."""
+
+    name = "barge-in"
+
+    def __init__(self, sample_rate: int, *, barge_after_s: float = 1.5, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if barge_after_s < 0:
+            raise ValueError(f"barge_after_s must not be negative, not {barge_after_s}")
+        self.barge_after_s = barge_after_s
+
+    def _on_speech_started(self, onset: int, now: int) -> None:
+        self._schedule(self.utterance, max(onset + round(self.barge_after_s * self.rate), now))
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        pass  # it already had its say
+
+
+_KINDS: dict[str, type[Behaviour]] = {
+    cls.name: cls for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn)
+}
+BEHAVIOURS: tuple[str, ...] = tuple(_KINDS)
+
+
+def make_behaviour(name: str, sample_rate: int, **params: Any) -> Behaviour:
+    """A fresh behaviour; an unknown name or bad parameter is a ConfigError."""
+    try:
+        cls = _KINDS[name]
+    except KeyError:
+        raise ConfigError(f"unknown behaviour '{name}' (known: {', '.join(BEHAVIOURS)})") from None
+    try:
+        return cls(sample_rate, **params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"behaviour '{name}': {exc}") from None
+
+
+def behaviour_factory(name: str, **params: Any) -> Callable[[int], Behaviour]:
+    """What a fake server takes: sample rate -> fresh behaviour. Checks name and params now."""
+    make_behaviour(name, 16000, **params)
+    return lambda rate: make_behaviour(name, rate, **params)

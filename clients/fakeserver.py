@@ -1,0 +1,128 @@
+"""I/O pieces every WebSocket fake server shares: a handle to a running server, a serve() that
+applies handshake faults, and an outbox that adds the ``extra_latency_s`` fault.
+
+Fakes bind 127.0.0.1 by default: they exist for tests and demos, not for the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from clients.faults import Faults
+
+__all__ = ["DelayedOutbox", "RunningServer", "serve_websockets"]
+
+Data = str | bytes
+MAX_MESSAGE = 2**22
+
+
+class RunningServer:
+    """A fake server listening on ``url``; close it with ``aclose`` or ``async with``."""
+
+    def __init__(self, host: str, port: int, url: str, close: Callable[[], Awaitable[None]]):
+        self.host = host
+        self.port = port
+        self.url = url
+        self._close = close
+        self._closed = False
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._close()
+
+    async def __aenter__(self) -> RunningServer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"RunningServer({self.url})"
+
+
+async def serve_websockets(
+    handler: Callable[[ServerConnection], Awaitable[None]],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: Faults | None = None,
+    path: str = "",
+) -> RunningServer:
+    """Start a websockets server whose handshakes go through ``faults.admit``."""
+    faults = faults or Faults()
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        rejection = faults.admit()
+        if rejection is None:
+            return None
+        response = connection.respond(rejection.status, rejection.body)
+        response.headers.update(Headers(rejection.headers))
+        return response
+
+    # close_timeout is short because a stalled connection never answers a close
+    server: Server = await serve(
+        handler,
+        host,
+        port,
+        compression=None,
+        process_request=process_request,
+        close_timeout=1.0,
+        max_size=MAX_MESSAGE,
+    )
+    bound = server.sockets[0].getsockname()
+    shown = f"[{host}]" if ":" in host else host
+    url = f"ws://{shown}:{bound[1]}{path}"
+
+    async def close() -> None:
+        server.close()
+        await server.wait_closed()
+
+    return RunningServer(host, int(bound[1]), url, close)
+
+
+class DelayedOutbox:
+    """Sends messages in order, each ``delay_s`` after it was queued (the one place a fake uses
+    wall time). With no delay it sends at once."""
+
+    def __init__(self, send: Callable[[Data], Awaitable[None]], delay_s: float = 0.0) -> None:
+        self._send = send
+        self._delay_s = delay_s
+        self._queue: asyncio.Queue[tuple[float, Data]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def send(self, message: Data) -> None:
+        if self._delay_s <= 0:
+            await self._send(message)
+            return
+        loop = asyncio.get_running_loop()
+        self._queue.put_nowait((loop.time() + self._delay_s, message))
+        if self._task is None:
+            self._task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                due, message = await self._queue.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                await self._send(message)
+
+    def cancel(self) -> None:
+        """Drop whatever is still queued."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None

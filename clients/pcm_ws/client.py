@@ -1,0 +1,141 @@
+"""PcmWsClient: the asyncio shell around ClientProtocol. It moves frames and stamps arrivals."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from numpy.typing import NDArray
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.pcm_ws.protocol import ClientProtocol, handshake_error
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+
+__all__ = ["PcmWsClient"]
+
+FRAME_MS = 20
+MAX_MESSAGE = 2**22
+CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
+
+
+class PcmWsClient(DuplexClient):
+    protocol = "pcm-ws"
+
+    def __init__(self, config: ClientConfig) -> None:
+        super().__init__(config)
+        self._rate = int(config.options.get("sample_rate", 16000))
+        self._proto = ClientProtocol(self._rate, FRAME_MS)
+        self._ws: ClientConnection | None = None
+        self._closing = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            input_rate=self._rate,
+            output_rate=self._rate,
+            frame_ms=FRAME_MS,
+            faster_than_realtime=False,
+            end_of_turn_signal=True,
+            server_vad=True,
+        )
+
+    async def connect(self) -> None:
+        key = self.config.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        try:
+            self._ws = await connect(
+                self.config.url,
+                compression=None,
+                open_timeout=self.config.connect_timeout_s,
+                close_timeout=CLOSE_TIMEOUT_S,
+                max_size=MAX_MESSAGE,
+                additional_headers=headers,
+            )
+        except InvalidStatus as exc:
+            raise handshake_error(exc.response.status_code, exc.response.headers) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            where = self._redact(self.config.url)
+            reason = self._redact(str(exc) or type(exc).__name__)
+            raise ConnectError(f"cannot connect to {where}: {reason}") from None
+        try:
+            await self._hello(self._ws)
+        except SessionError:
+            await self.aclose()
+            raise
+
+    async def _hello(self, ws: ClientConnection) -> None:
+        hello = self._proto.hello_message()
+        try:
+            await ws.send(hello)
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                reply = await ws.recv()
+        except TimeoutError:
+            raise ConnectError(f"no hello_ack within {self.config.connect_timeout_s:g} s") from None
+        except ConnectionClosed as exc:
+            raise ConnectError(f"connection closed during the hello: {_close_text(exc)}") from None
+        self.bytes_sent += len(hello.encode())
+        self.bytes_received += _size(reply)
+        if not isinstance(reply, str):
+            raise ProtocolError("expected 'hello_ack', got a binary frame")
+        self._proto.receive_hello_ack(reply)
+
+    async def send_audio(self, samples: NDArray[Any]) -> None:
+        ws = self._connected()
+        data = self._proto.audio_message(samples)
+        try:
+            await ws.send(data)
+        except ConnectionClosed as exc:
+            raise Disconnected(f"connection closed while sending: {_close_text(exc)}") from None
+        self.bytes_sent += len(data)
+
+    async def events(self) -> AsyncIterator[ClientEvent]:
+        ws = self._connected()
+        while True:
+            try:
+                message = await ws.recv()
+            except ConnectionClosed as exc:
+                if self._closing or (exc.rcvd is not None and exc.rcvd.code == 1000):
+                    return
+                lost = Disconnected(f"server closed the connection: {_close_text(exc)}")
+                yield ErrorEvent(lost, self.config.clock(), fatal=True)
+                return
+            arrival = self.config.clock()
+            self.bytes_received += _size(message)
+            try:
+                if isinstance(message, str):
+                    events = self._proto.receive_text(message, arrival)
+                else:
+                    events = self._proto.receive_binary(message, arrival)
+            except ProtocolError as exc:
+                yield ErrorEvent(exc, arrival, fatal=True)
+                return
+            for event in events:
+                yield event
+
+    async def aclose(self) -> None:
+        if self._ws is not None:
+            self._closing = True
+            await self._ws.close()
+
+    def _connected(self) -> ClientConnection:
+        if self._ws is None:
+            raise RuntimeError("PcmWsClient: call connect() first")
+        return self._ws
+
+    def _redact(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, "***") if key else text
+
+
+def _size(message: str | bytes) -> int:
+    return len(message.encode()) if isinstance(message, str) else len(message)
+
+
+def _close_text(exc: ConnectionClosed) -> str:
+    frame = exc.rcvd or exc.sent
+    if frame is None:
+        return "no close frame (connection lost)"
+    return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")

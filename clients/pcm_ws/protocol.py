@@ -1,0 +1,231 @@
+"""The pcm-ws protocol without I/O: messages in, events or messages out; no sockets, no clock.
+
+``ClientProtocol`` turns server frames into ``clients.base`` events stamped with the arrival time it
+is given. ``ServerProtocol`` drives a reference behaviour for the fake server and applies the
+media-time faults, answering each client frame with ``Action``s for the I/O layer to carry out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from numpy.typing import NDArray
+
+from clients.base import (
+    AudioOut,
+    ClientEvent,
+    EndOfTurn,
+    ErrorEvent,
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+)
+from clients.behaviours import Behaviour
+from clients.faults import Faults
+from clients.pcm_ws import events as wire
+from simulator.core.errors import (
+    ConnectError,
+    DuplexsimError,
+    ProtocolError,
+    RateLimited,
+    RemoteError,
+    SessionError,
+)
+
+__all__ = [
+    "Action",
+    "ClientProtocol",
+    "Close",
+    "Send",
+    "ServerProtocol",
+    "Stall",
+    "handshake_error",
+    "retry_after",
+]
+
+
+class ClientProtocol:
+    def __init__(self, sample_rate: int, frame_ms: int = 20) -> None:
+        self.sample_rate = sample_rate
+        self.frame_ms = frame_ms
+        self.session_id: str | None = None
+
+    def hello_message(self) -> str:
+        return wire.encode(wire.Hello(sample_rate=self.sample_rate, frame_ms=self.frame_ms))
+
+    def receive_hello_ack(self, text: str) -> wire.HelloAck:
+        """The server's first message; an error message becomes RemoteError."""
+        msg = wire.decode(text)
+        if isinstance(msg, wire.Error):
+            raise _remote_error(msg)
+        if not isinstance(msg, wire.HelloAck):
+            raise ProtocolError(f"expected 'hello_ack', got '{type(msg).__name__}'")
+        if msg.sample_rate != self.sample_rate:
+            raise ProtocolError(f"server acked {msg.sample_rate} Hz, we asked {self.sample_rate}")
+        self.session_id = msg.session_id
+        return msg
+
+    def receive_text(self, text: str, arrival: float) -> list[ClientEvent]:
+        msg = wire.decode(text)
+        match msg:
+            case wire.SpeechStarted():
+                return [SpeechStarted(arrival)]
+            case wire.SpeechStopped():
+                return [SpeechStopped(arrival)]
+            case wire.EndOfTurn():
+                return [EndOfTurn(arrival)]
+            case wire.Transcript(text=said, final=final):
+                return [Transcript(said, arrival, final)]
+            case wire.Error():
+                return [ErrorEvent(_remote_error(msg), arrival, fatal=True)]
+            case wire.ReplyStarted():
+                return []  # the reply's onset is measured from its audio, not announced
+        raise ProtocolError(f"unexpected '{type(msg).__name__}' message after the handshake")
+
+    def receive_binary(self, data: bytes, arrival: float) -> list[ClientEvent]:
+        if self.session_id is None:
+            raise ProtocolError("audio before 'hello_ack'")
+        return [AudioOut(wire.decode_audio(data), arrival)]
+
+    def audio_message(self, samples: NDArray[Any]) -> bytes:
+        return wire.encode_audio(samples)
+
+
+def _remote_error(msg: wire.Error) -> RemoteError:
+    return RemoteError(f"server error {msg.code}: {msg.message}", retryable=msg.retryable)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header; None when absent or an HTTP date (not worth a clock)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
+    """The error for an HTTP status that refused the WebSocket upgrade."""
+    text = f"server refused the WebSocket handshake: HTTP {status}"
+    if status in (401, 403):
+        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
+    if status == 429:
+        return RateLimited(text, retry_after_s=retry_after(headers.get("Retry-After")))
+    return ConnectError(text, retryable=status >= 500 or status == 408)
+
+
+@dataclass(frozen=True)
+class Send:
+    message: str | bytes
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send nothing more and stop reading, leaving the connection open."""
+
+
+Action = Send | Close | Stall
+
+
+class ServerProtocol:
+    """One fake-server connection: hello, then one output frame per input frame, plus control."""
+
+    def __init__(
+        self,
+        behaviour_factory: Callable[[int], Behaviour],
+        faults: Faults | None = None,
+        session_id: str = "pcm-ws-1",
+    ) -> None:
+        self._factory = behaviour_factory
+        self._faults = faults or Faults()
+        self._session_id = session_id
+        self._behaviour: Behaviour | None = None
+        self._received = 0  # input samples
+        self._malformed_sent = False
+        self._done = False  # closed or stalled: ignore everything
+
+    def receive_text(self, text: str) -> list[Action]:
+        if self._done:
+            return []
+        try:
+            msg = wire.decode(text)
+            if self._behaviour is not None or not isinstance(msg, wire.Hello):
+                raise ProtocolError(f"unexpected '{type(msg).__name__}' message from the client")
+            return self._hello(msg)
+        except DuplexsimError as exc:
+            return self._fail("protocol" if isinstance(exc, ProtocolError) else "config", exc)
+
+    def receive_binary(self, data: bytes) -> list[Action]:
+        if self._done:
+            return []
+        if self._behaviour is None:
+            return self._fail("protocol", ProtocolError("audio before 'hello'"))
+        try:
+            samples = wire.decode_audio(data)
+        except ProtocolError as exc:
+            return self._fail("protocol", exc)
+        self._received += samples.size
+        return self._media_faults_before() or self._stream(self._behaviour, samples)
+
+    def _hello(self, hello: wire.Hello) -> list[Action]:
+        if (hello.version, hello.encoding, hello.channels) != (wire.VERSION, wire.ENCODING, 1):
+            raise ProtocolError(
+                f"unsupported stream: version {hello.version}, {hello.encoding}, "
+                f"{hello.channels} channels (want version 1, pcm16le, 1 channel)"
+            )
+        if not 8000 <= hello.sample_rate <= 48000 or hello.frame_ms <= 0:
+            raise ProtocolError(f"unsupported sample_rate {hello.sample_rate} or frame_ms")
+        self._behaviour = self._factory(hello.sample_rate)
+        return [Send(wire.encode(wire.HelloAck(hello.sample_rate, self._session_id)))]
+
+    def _media_faults_before(self) -> list[Action]:
+        received_s = self._received / self._rate()
+        if Faults.reached(self._faults.close_after_s, received_s):
+            self._done = True
+            return [Close(1011, "injected fault: close_after_s")]
+        if Faults.reached(self._faults.stall_after_s, received_s):
+            self._done = True
+            return [Stall()]
+        return []
+
+    def _stream(self, behaviour: Behaviour, samples: NDArray[Any]) -> list[Action]:
+        step = behaviour.push(samples)
+        control: list[tuple[bool, wire.Message]] = [
+            (step.speech_started, wire.SpeechStarted()),
+            (step.speech_stopped, wire.SpeechStopped()),
+            (step.reply_started, wire.ReplyStarted()),
+        ]
+        actions: list[Action] = [Send(wire.encode(msg)) for on, msg in control if on]
+        actions.append(Send(wire.encode_audio(step.audio)))
+        if step.reply_done:
+            actions.append(Send(wire.encode(wire.EndOfTurn())))
+        return actions + self._malformed()
+
+    def _malformed(self) -> list[Action]:
+        if self._malformed_sent or not Faults.reached(
+            self._faults.malformed_after_s, self._received / self._rate()
+        ):
+            return []
+        self._malformed_sent = True
+        actions: list[Action] = [Send('{"type": "speech_started"')]  # truncated JSON
+        if self._faults.malformed_then_close:
+            self._done = True
+            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        return actions
+
+    def _rate(self) -> int:
+        assert self._behaviour is not None
+        return self._behaviour.rate
+
+    def _fail(self, code: str, exc: DuplexsimError) -> list[Action]:
+        self._done = True
+        error = wire.Error(code=code, message=exc.message, retryable=False)
+        return [Send(wire.encode(error)), Close(1002 if code == "protocol" else 1011, code)]

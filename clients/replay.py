@@ -1,0 +1,129 @@
+"""A client that plays a recorded session's model output back at its recorded arrival times.
+
+It needs no model and no network: replaying a bundle through the session engine shows whether the
+pipeline (placement, VAD, end-of-reply detection, timing) reproduces what was recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clients.base import (
+    AudioOut,
+    Capabilities,
+    ClientConfig,
+    ClientEvent,
+    DuplexClient,
+    EndOfTurn,
+    ErrorEvent,
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+)
+from simulator.core.audio import read_audio
+from simulator.core.errors import ConfigError, RemoteError
+
+__all__ = ["RecordedEvent", "ReplayClient", "load_recording"]
+
+RecordedEvent = tuple[float, ClientEvent]  # (seconds since T0, event with arrival 0)
+
+
+def load_recording(bundle: Path) -> tuple[Capabilities, list[RecordedEvent]]:
+    """The recorded capabilities and received events of a session bundle."""
+    try:
+        meta: dict[str, Any] = json.loads((bundle / "meta.json").read_text(encoding="utf-8"))
+        lines = (bundle / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{bundle}: not a readable session bundle ({exc})") from None
+    caps = Capabilities(**meta["capabilities"])
+    output = read_audio(bundle / "output.wav", max_duration_s=3600).samples
+    events: list[RecordedEvent] = []
+    for lineno, line in enumerate(lines, start=1):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            raise ConfigError(f"{bundle / 'events.jsonl'}:{lineno}: not valid JSON") from None
+        if item.get("dir") != "recv":
+            continue
+        event = _event(item, output, caps.output_rate)
+        if event is not None:
+            events.append((float(item["t"]), event))
+    return caps, events
+
+
+def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent | None:
+    kind = item["kind"]
+    if kind == "audio":
+        start = round(item["placed_s"] * rate)
+        chunk = output[start:start + int(item["samples"])]
+        return AudioOut(np.asarray(chunk, dtype=np.float32), 0.0, item.get("offset_s"))
+    if kind == "end_of_turn":
+        return EndOfTurn(0.0)
+    if kind == "speech_started":
+        return SpeechStarted(0.0)
+    if kind == "speech_stopped":
+        return SpeechStopped(0.0)
+    if kind == "transcript":
+        return Transcript(item["text"], 0.0, bool(item.get("final")))
+    if kind == "error":
+        err = RemoteError(item.get("message", "recorded error"), retryable=bool(item["retryable"]),
+                          reason=item.get("reason", "remote"))
+        return ErrorEvent(err, 0.0, bool(item.get("fatal", True)))
+    return None
+
+
+class ReplayClient(DuplexClient):
+    """``config.url`` is the bundle folder of the session to replay."""
+
+    protocol = "replay"
+
+    def __init__(self, config: ClientConfig) -> None:
+        super().__init__(config)
+        self._caps, self._recorded = load_recording(Path(config.url))
+        self._t0: float | None = None
+        self._started = asyncio.Event()
+        self._closed = asyncio.Event()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    async def connect(self) -> None:
+        return None
+
+    async def send_audio(self, samples: np.ndarray) -> None:
+        if self._t0 is None:
+            self._t0 = self.config.clock()
+            self._started.set()
+        self.bytes_sent += samples.size * 2
+
+    async def events(self) -> AsyncIterator[ClientEvent]:
+        await self._started.wait()
+        assert self._t0 is not None
+        for t, event in self._recorded:
+            delay = self._t0 + t - self.config.clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            yield _stamped(event, self.config.clock())
+            if isinstance(event, AudioOut):
+                self.bytes_received += event.samples.size * 2
+        await self._closed.wait()  # a recording ends; the connection does not
+
+    async def aclose(self) -> None:
+        self._closed.set()
+
+
+def _stamped(event: ClientEvent, arrival: float) -> ClientEvent:
+    if isinstance(event, AudioOut):
+        return AudioOut(event.samples, arrival, event.offset_s)
+    if isinstance(event, Transcript):
+        return Transcript(event.text, arrival, event.final)
+    if isinstance(event, ErrorEvent):
+        return ErrorEvent(event.error, arrival, event.fatal)
+    return type(event)(arrival)

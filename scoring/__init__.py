@@ -1,0 +1,1 @@
+"""Emotion scoring and the MIRRORING metrics."""

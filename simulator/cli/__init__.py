@@ -1,0 +1,58 @@
+"""The ``duplexsim`` command line. Each subcommand lives in its own module and registers itself."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from simulator import __version__
+from simulator.cli import benchmark_cmd, demo_cmd, replay_cmd, run_cmd, serve_cmd
+from simulator.core.errors import DuplexsimError
+
+__all__ = ["build_parser", "main"]
+
+_COMMANDS = (demo_cmd, run_cmd, replay_cmd, benchmark_cmd, serve_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="duplexsim",
+        description="Streaming full-duplex evaluation simulator for speech-to-speech models.",
+    )
+    parser.add_argument("--version", action="version", version=f"duplexsim {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+        return code
+    except DuplexsimError as exc:
+        print(f"duplexsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("duplexsim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        if args.debug:
+            raise
+        print(
+            f"duplexsim: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+            file=sys.stderr,
+        )
+        return 1

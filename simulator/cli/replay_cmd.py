@@ -1,0 +1,31 @@
+"""``duplexsim replay``: re-run recorded sessions without the model and report timing differences."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from simulator.replay import render_replay, replay_run
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("replay", help="replay recorded sessions and compare their timing")
+    p.add_argument("run_dir", type=Path, help="a run directory (runs/<run-id>)")
+    p.add_argument("--sample", action="append", default=[], help="replay only this sample id")
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument(
+        "--tolerance-ms",
+        type=float,
+        default=5.0,
+        help="timing difference still counted as agreement (default 5)",
+    )
+    p.set_defaults(func=_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    results = asyncio.run(replay_run(args.run_dir, args.sample, args.concurrency))
+    print(render_replay(results, args.tolerance_ms))
+    return 0 if all(r.agrees(args.tolerance_ms) for r in results) else 1

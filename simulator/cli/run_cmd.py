@@ -1,0 +1,104 @@
+"""``duplexsim run``: stream a benchmark to a model and record every session."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from simulator.core.benchmark import load_benchmark
+from simulator.core.errors import ConfigError
+from simulator.core.retry import RetryPolicy
+from simulator.core.turns import TurnSettings
+from simulator.core.vad import VadConfig
+from simulator.profiles import resolve_model
+from simulator.runner import RunOptions, default_run_id, execute_run, parse_shard
+from simulator.session import SessionSettings
+from simulator.summary import render_summaries, summarise_rows
+
+__all__ = ["add_session_arguments", "register", "session_settings"]
+
+
+def add_session_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("session")
+    g.add_argument("--concurrency", type=int, default=8, help="sessions at once (default 8)")
+    g.add_argument("--frame-ms", type=int, default=20, help="send frame size (default 20)")
+    g.add_argument(
+        "--hangover",
+        type=float,
+        default=2.0,
+        help="model silence (s) that ends its reply (default 2)",
+    )
+    g.add_argument("--max-reply", type=float, default=20.0, help="longest reply kept (s)")
+    g.add_argument(
+        "--reply-timeout",
+        type=float,
+        default=10.0,
+        help="no speech this long after the context means no reply (s)",
+    )
+    g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
+    g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
+    g.add_argument("--retries", type=int, default=2, help="retries of a retryable failure")
+    g.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are written")
+    g.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run a benchmark against a model")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
+    )
+    p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
+    p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
+    p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
+    p.add_argument("--sample", action="append", default=[], help="run only this sample id")
+    add_session_arguments(p)
+    p.set_defaults(func=_run)
+
+
+def session_settings(args: argparse.Namespace) -> SessionSettings:
+    try:
+        return SessionSettings(
+            frame_ms=args.frame_ms,
+            turns=TurnSettings(
+                hangover_s=args.hangover,
+                max_reply_s=args.max_reply,
+                reply_timeout_s=args.reply_timeout,
+            ),
+            vad=VadConfig(kind=args.vad, aggressiveness=args.vad_aggressiveness),
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def run_options(
+    args: argparse.Namespace, run_id: str, shard: tuple[int, int] | None = None
+) -> RunOptions:
+    if args.frame_ms <= 0 or args.frame_ms > 1000:
+        raise ConfigError("--frame-ms must be between 1 and 1000")
+    if args.retries < 0:
+        raise ConfigError("--retries must be >= 0")
+    return RunOptions(
+        run_id=run_id,
+        runs_dir=args.runs_dir,
+        concurrency=args.concurrency,
+        shard=shard,
+        settings=session_settings(args),
+        retry=RetryPolicy(max_attempts=args.retries + 1),
+        sample_ids=tuple(getattr(args, "sample", ())),
+        quiet=args.quiet,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    profile = resolve_model(args.model)
+    bench = load_benchmark(args.benchmark)
+    shard = parse_shard(args.shard) if args.shard else None
+    opts = run_options(args, args.run_id or default_run_id(profile), shard)
+    rows = asyncio.run(execute_run(bench, profile, opts))
+    summary = summarise_rows(opts.run_id, rows)
+    print(render_summaries([summary]))
+    print(f"\nresults: {opts.run_dir}")
+    return 1 if summary.failed else 0

@@ -1,0 +1,159 @@
+"""``duplexsim serve-model``: serve a reference behaviour over any protocol's fake server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from simulator.core.audio import read_audio
+from simulator.core.errors import ConfigError
+
+__all__ = ["DEFAULT_UTTERANCE", "register", "serve"]
+
+DEFAULT_UTTERANCE = Path(__file__).resolve().parents[2] / "recordings" / "demo" / "neutral.ogg"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve-model", help="serve a reference model behaviour on loopback")
+    p.add_argument("--protocol", default="pcm-ws", help="wire protocol of the fake server")
+    p.add_argument(
+        "--behaviour", default="echo", help="echo, silent, neutral, delayed-echo or barge-in"
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding a non-loopback address (the fake has no authentication)",
+    )
+    b = p.add_argument_group("behaviour")
+    b.add_argument(
+        "--latency", type=float, help="delayed-echo: seconds from end of speech to reply"
+    )
+    b.add_argument("--hangover", type=float, help="silence (s) that ends the user's turn")
+    b.add_argument("--echo-seconds", type=float, help="echo: seconds of the user's speech replayed")
+    b.add_argument("--barge-after", type=float, help="barge-in: seconds into the user's speech")
+    b.add_argument("--utterance", type=Path, help="neutral/barge-in: audio file to speak")
+    f = p.add_argument_group("faults (for testing clients)")
+    f.add_argument(
+        "--refuse", type=int, metavar="STATUS", help="reject every handshake with STATUS"
+    )
+    f.add_argument(
+        "--rate-limit-first",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer the first N connections with 429",
+    )
+    f.add_argument("--retry-after", type=float, default=1.0, help="Retry-After for 429 (s)")
+    f.add_argument("--close-after", type=float, metavar="S", help="close mid-stream after S s")
+    f.add_argument("--stall-after", type=float, metavar="S", help="go silent after S s")
+    f.add_argument("--malformed-after", type=float, metavar="S", help="send garbage after S s")
+    f.add_argument("--extra-latency", type=float, default=0.0, help="delay every reply message (s)")
+    p.set_defaults(func=_serve_command)
+
+
+def behaviour_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for arg, key in (
+        ("latency", "latency_s"),
+        ("hangover", "hangover_s"),
+        ("echo_seconds", "echo_s"),
+        ("barge_after", "barge_after_s"),
+    ):
+        value = getattr(args, arg, None)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+def fault_settings(args: argparse.Namespace) -> Any:
+    from clients.faults import Faults
+
+    return Faults(
+        refuse_status=args.refuse,
+        rate_limit_first=args.rate_limit_first,
+        retry_after_s=args.retry_after,
+        close_after_s=args.close_after,
+        stall_after_s=args.stall_after,
+        malformed_after_s=args.malformed_after,
+        extra_latency_s=args.extra_latency,
+    )
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    if args.host not in _LOOPBACK and not args.allow_remote:
+        raise ConfigError(
+            f"--host {args.host} is not loopback; the fake server has no "
+            "authentication (pass --allow-remote to bind it anyway)"
+        )
+    utterance = args.utterance or (
+        DEFAULT_UTTERANCE
+        if args.behaviour in ("neutral", "barge-in") and DEFAULT_UTTERANCE.exists()
+        else None
+    )
+    asyncio.run(
+        serve(
+            args.protocol,
+            args.behaviour,
+            behaviour_params(args),
+            fault_settings(args),
+            host=args.host,
+            port=args.port,
+            utterance=utterance,
+        )
+    )
+    return 0
+
+
+async def serve(
+    protocol: str,
+    behaviour: str,
+    params: dict[str, Any],
+    faults: Any,
+    *,
+    host: str,
+    port: int,
+    utterance: Path | None,
+) -> None:
+    from clients.registry import fake_server_factory
+
+    factory = make_factory(behaviour, params, utterance)
+    start = fake_server_factory(protocol)
+    server = await start(factory, host=host, port=port, faults=faults)
+    print(f"serving {behaviour} over {protocol} on {server.url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.aclose()
+        print("server stopped", file=sys.stderr, flush=True)
+
+
+def make_factory(behaviour: str, params: dict[str, Any], utterance: Path | None) -> Any:
+    """sample rate -> fresh behaviour; a spoken utterance is resampled once per rate."""
+    from clients.behaviours import behaviour_factory, make_behaviour
+    from simulator.core.audio import resample
+
+    if utterance is None or behaviour not in ("neutral", "barge-in"):
+        return behaviour_factory(behaviour, **params)
+    audio = read_audio(utterance)
+    cache: dict[int, Any] = {}
+
+    def factory(rate: int) -> Any:
+        if rate not in cache:
+            cache[rate] = resample(audio.samples, audio.sample_rate, rate)
+        return make_behaviour(behaviour, rate, utterance=cache[rate], **params)
+
+    factory(16000)  # bad parameters fail now, not on the first connection
+    return factory

@@ -1,0 +1,301 @@
+"""The benchmark format: a JSONL manifest, one sample a line, audio paths relative to the manifest.
+
+``load_benchmark`` validates the whole manifest before anything runs and reports every problem at
+once, each with its file, line and field (see docs/benchmark-format.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from simulator.core.audio import AudioInfo, audio_info, read_audio
+from simulator.core.emotions import EMOTION_NAMES, suggest_emotion
+from simulator.core.errors import AudioFileError, BenchmarkError, Problem
+
+__all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
+
+MANIFEST_NAME = "manifest.jsonl"
+AudioCheck = Literal["none", "header", "full"]
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+_REQUIRED = ("id", "language", "emotion", "context", "reference")
+_OPTIONAL = ("context_turn_start_s", "gap_s", "source_id", "reference_scores", "meta")
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    language: str
+    emotion: str
+    context: Path
+    reference: Path
+    line: int
+    context_turn_start_s: float | None = None
+    gap_s: float | None = None
+    source_id: str | None = None
+    reference_scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    context_duration_s: float | None = None
+    reference_duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    manifest: Path
+    samples: tuple[Sample, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.manifest.parent
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def get(self, sample_id: str) -> Sample | None:
+        return next((s for s in self.samples if s.id == sample_id), None)
+
+
+def resolve_manifest(path: str | Path) -> Path:
+    """The manifest file for a benchmark directory or manifest path."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+        if not p.is_file():
+            raise BenchmarkError(
+                [Problem(str(path), None, None, f"no {MANIFEST_NAME} in directory")]
+            )
+    elif not p.exists():
+        raise BenchmarkError([Problem(str(path), None, None, "no such file or directory")])
+    return p
+
+
+def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Benchmark:
+    """Parse and validate a benchmark; raises BenchmarkError listing every problem found."""
+    manifest = resolve_manifest(path)
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchmarkError([Problem(str(manifest), None, None, f"cannot read: {exc}")]) from None
+    problems: list[Problem] = []
+    samples: list[Sample] = []
+    first_line: dict[str, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        parser = _LineParser(manifest, lineno, problems)
+        sample = parser.parse(raw, audio_check)
+        if sample is None:
+            continue
+        if sample.id in first_line:
+            parser.problem(
+                "id", f"duplicate id '{sample.id}' (first on line {first_line[sample.id]})"
+            )
+            continue
+        first_line[sample.id] = lineno
+        samples.append(sample)
+    if not samples and not problems:
+        problems.append(Problem(str(manifest), None, None, "manifest holds no samples"))
+    if problems:
+        raise BenchmarkError(problems)
+    return Benchmark(manifest, tuple(samples))
+
+
+class _LineParser:
+    """Validates one manifest line, collecting problems instead of stopping at the first."""
+
+    def __init__(self, manifest: Path, lineno: int, problems: list[Problem]) -> None:
+        self.manifest = manifest
+        self.lineno = lineno
+        self.problems = problems
+        self.ok = True
+
+    def problem(self, field_name: str | None, message: str) -> None:
+        self.ok = False
+        self.problems.append(Problem(str(self.manifest), self.lineno, field_name, message))
+
+    def parse(self, raw: str, audio_check: AudioCheck) -> Sample | None:
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            self.problem(None, f"not valid JSON: {exc.msg} (column {exc.colno})")
+            return None
+        if not isinstance(obj, dict):
+            self.problem(None, f"expected a JSON object, got {type(obj).__name__}")
+            return None
+        self._check_fields(obj)
+        sample_id = self._string(obj, "id", pattern=_ID, hint="letters, digits, '.', '_', '-'")
+        language = self._string(obj, "language", pattern=_LANGUAGE, hint="an ISO code like 'en'")
+        emotion = self._emotion(obj)
+        context = self._audio(obj, "context", audio_check)
+        reference = self._audio(obj, "reference", audio_check)
+        turn_start = self._number(obj, "context_turn_start_s")
+        gap = self._number(obj, "gap_s")
+        source_id = self._optional_string(obj, "source_id")
+        scores = self._scores(obj)
+        meta = obj.get("meta", {})
+        if not isinstance(meta, dict):
+            self.problem("meta", f"expected an object, got {_kind(meta)}")
+        if context and turn_start is not None and turn_start > context[1].duration_s:
+            self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
+        if not self.ok:
+            return None
+        assert sample_id and language and emotion and context and reference
+        return Sample(
+            id=sample_id,
+            language=language,
+            emotion=emotion,
+            context=context[0],
+            reference=reference[0],
+            line=self.lineno,
+            context_turn_start_s=turn_start,
+            gap_s=gap,
+            source_id=source_id,
+            reference_scores=scores,
+            meta=meta,
+            context_duration_s=context[1].duration_s if context[1].frames else None,
+            reference_duration_s=reference[1].duration_s if reference[1].frames else None,
+        )
+
+    def _check_fields(self, obj: dict[str, Any]) -> None:
+        for name in _REQUIRED:
+            if name not in obj:
+                self.problem(name, "missing required field")
+        for name in obj:
+            if name not in _REQUIRED and name not in _OPTIONAL:
+                near = _closest(name, (*_REQUIRED, *_OPTIONAL))
+                hint = f" (did you mean '{near}'?)" if near else ""
+                self.problem(name, f"unknown field{hint}")
+
+    def _string(
+        self, obj: dict[str, Any], name: str, *, pattern: re.Pattern[str], hint: str
+    ) -> str | None:
+        value = obj.get(name)
+        if name not in obj:
+            return None
+        if not isinstance(value, str):
+            self.problem(name, f"expected a string, got {_kind(value)}")
+            return None
+        if not pattern.match(value):
+            self.problem(name, f"invalid value {value!r} (expected {hint})")
+            return None
+        return value
+
+    def _optional_string(self, obj: dict[str, Any], name: str) -> str | None:
+        value = obj.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        self.problem(name, f"expected a string, got {_kind(value)}")
+        return None
+
+    def _emotion(self, obj: dict[str, Any]) -> str | None:
+        value = obj.get("emotion")
+        if "emotion" not in obj:
+            return None
+        if not isinstance(value, str):
+            self.problem("emotion", f"expected a string, got {_kind(value)}")
+            return None
+        if value not in EMOTION_NAMES:
+            near = suggest_emotion(value)
+            hint = (
+                f"did you mean '{near}'?"
+                if near
+                else "expected one of: " + ", ".join(EMOTION_NAMES)
+            )
+            self.problem("emotion", f"unknown emotion {value!r} ({hint})")
+            return None
+        return value
+
+    def _number(self, obj: dict[str, Any], name: str) -> float | None:
+        value = obj.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.problem(name, f"expected a number, got {_kind(value)}")
+            return None
+        if not math.isfinite(value) or value < 0:
+            self.problem(name, f"expected a finite number >= 0, got {value}")
+            return None
+        return float(value)
+
+    def _audio(
+        self, obj: dict[str, Any], name: str, audio_check: AudioCheck
+    ) -> tuple[Path, AudioInfo] | None:
+        value = obj.get(name)
+        if name not in obj:
+            return None
+        if not isinstance(value, str) or not value:
+            self.problem(name, f"expected a relative audio path, got {_kind(value)}")
+            return None
+        path = (self.manifest.parent / value).resolve()
+        if not path.exists():
+            self.problem(name, f"file not found: {value} (looked for {path})")
+            return None
+        try:
+            info = audio_info(path) if audio_check != "none" else _NO_INFO
+            if audio_check == "full":
+                read_audio(path)
+        except AudioFileError as exc:
+            self.problem(name, str(exc))
+            return None
+        return path, info
+
+    def _scores(self, obj: dict[str, Any]) -> dict[str, dict[str, float]]:
+        value = obj.get("reference_scores")
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(
+                "reference_scores", f"expected an object of scorer -> scores, got {_kind(value)}"
+            )
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        for scorer, scores in value.items():
+            where = f"reference_scores.{scorer}"
+            if not isinstance(scores, dict):
+                self.problem(where, f"expected an object of emotion -> number, got {_kind(scores)}")
+                continue
+            bad = [
+                k
+                for k, v in scores.items()
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            ]
+            if bad:
+                self.problem(
+                    where, f"non-numeric or non-finite score for {', '.join(map(repr, bad))}"
+                )
+                continue
+            out[scorer] = {k: float(v) for k, v in scores.items()}
+        return out
+
+
+_NO_INFO = AudioInfo(path="", sample_rate=1, channels=1, frames=0, format="")
+
+
+def _kind(value: object) -> str:
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+    }
+    return names.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
+
+
+def _closest(name: str, options: tuple[str, ...]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    return found[0] if found else None

@@ -1,0 +1,80 @@
+"""One clock for everything: the pacing schedule and placement of received audio on the timeline.
+
+Timeline time is seconds since T0, the instant the first context frame was sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["OutputTrack", "Placement", "Schedule"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Frame n is due at T0 + n * frame_s; sending on due times, never relative sleeps, cannot drift."""
+
+    frame_s: float
+
+    def due(self, n: int) -> float:
+        return n * self.frame_s
+
+    def frames_for(self, n_samples: int, frame_len: int) -> int:
+        return -(-n_samples // frame_len)
+
+
+@dataclass(frozen=True)
+class Placement:
+    start_s: float  # where the chunk was placed on the timeline
+    arrival_s: float  # when it arrived, relative to T0
+    n_samples: int
+    offset_s: float | None  # the position the server declared, if any
+
+    @property
+    def queued_s(self) -> float:
+        """How long the chunk waited behind earlier audio (faster-than-real-time senders)."""
+        return self.start_s - self.arrival_s
+
+
+class OutputTrack:
+    """The model's audio as a listener hears it: each chunk starts at
+    max(arrival, end of the previous chunk), so bursts play back-to-back rather than overlap."""
+
+    def __init__(self, rate: int, initial_s: float = 30.0) -> None:
+        self.rate = rate
+        self._buf = np.zeros(int(initial_s * rate), dtype=np.float32)
+        self._end = 0  # samples: end of the last placed chunk
+        self._extent = 0  # samples: furthest written position
+        self.placements: list[Placement] = []
+
+    @property
+    def end_s(self) -> float:
+        return self._end / self.rate
+
+    def place(
+        self, samples: NDArray[np.float32], arrival_s: float, offset_s: float | None = None
+    ) -> Placement:
+        start = max(round(max(arrival_s, 0.0) * self.rate), self._end)
+        stop = start + samples.size
+        self._grow(stop)
+        self._buf[start:stop] = samples
+        self._end = stop
+        self._extent = max(self._extent, stop)
+        placement = Placement(start / self.rate, arrival_s, int(samples.size), offset_s)
+        self.placements.append(placement)
+        return placement
+
+    def _grow(self, needed: int) -> None:
+        if needed > self._buf.size:
+            bigger = np.zeros(max(needed, 2 * self._buf.size), dtype=np.float32)
+            bigger[: self._extent] = self._buf[: self._extent]
+            self._buf = bigger
+
+    def audio(self, min_duration_s: float = 0.0) -> NDArray[np.float32]:
+        """Everything placed so far, zero-padded to at least ``min_duration_s``."""
+        n = max(self._extent, round(min_duration_s * self.rate))
+        self._grow(n)
+        return self._buf[:n].copy()

@@ -1,0 +1,69 @@
+"""Timing metrics of one session, computed from the audio on the timeline (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core.vad import VadConfig, speech_bounds
+
+__all__ = ["ReplyTiming", "SendStats", "measure_reply", "send_stats", "speech_end"]
+
+
+@dataclass(frozen=True)
+class ReplyTiming:
+    speech_end_s: float | None  # end of Speaker A's last voiced frame
+    onset_s: float | None  # model speech onset on the timeline
+    offset_s: float | None  # end of the model's last voiced frame in the reply
+    latency_s: float | None  # onset - speech_end; negative means the model talked over A
+    duration_s: float | None
+    overlap_s: float  # time the model talked while Speaker A was still speaking
+
+
+@dataclass(frozen=True)
+class SendStats:
+    frames: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def speech_end(
+    context: NDArray[np.float32], rate: int, vad: VadConfig | None = None
+) -> float | None:
+    """End of the last voiced frame of the context (not the end of the clip)."""
+    bounds = speech_bounds(context, rate, vad)
+    return None if bounds is None else bounds[1]
+
+
+def measure_reply(
+    output: NDArray[np.float32],
+    rate: int,
+    *,
+    speech_end_s: float | None,
+    window_start_s: float = 0.0,
+    window_end_s: float | None = None,
+    vad: VadConfig | None = None,
+) -> ReplyTiming:
+    """Onset, offset, latency and overlap of the model's reply within [window_start, window_end)."""
+    lo = max(0, round(window_start_s * rate))
+    hi = output.size if window_end_s is None else min(output.size, round(window_end_s * rate))
+    bounds = speech_bounds(output[lo:hi], rate, vad) if hi > lo else None
+    if bounds is None:
+        return ReplyTiming(speech_end_s, None, None, None, None, 0.0)
+    onset, offset = lo / rate + bounds[0], lo / rate + bounds[1]
+    latency = None if speech_end_s is None else onset - speech_end_s
+    overlap = 0.0 if speech_end_s is None else max(0.0, min(speech_end_s, offset) - onset)
+    return ReplyTiming(speech_end_s, onset, offset, latency, offset - onset, overlap)
+
+
+def send_stats(errors_s: Sequence[float]) -> SendStats:
+    """Percentiles of (actual send instant - due instant), in milliseconds."""
+    if not errors_s:
+        return SendStats(0, 0.0, 0.0, 0.0)
+    ms = np.asarray(errors_s, dtype=np.float64) * 1000.0
+    p50, p99 = np.percentile(ms, [50, 99])
+    return SendStats(len(errors_s), float(p50), float(p99), float(ms.max()))

@@ -1,0 +1,79 @@
+"""End-of-reply detection: a pure state machine fed with VAD frames, end-of-turn signals, time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["EndReason", "ReplyDetector", "TurnSettings"]
+
+
+class EndReason(StrEnum):
+    HANGOVER = "vad-hangover"  # the model fell silent for the hangover
+    END_OF_TURN = "end-of-turn"  # the protocol said the reply was complete
+    MAX_LENGTH = "max-length"  # the reply hit the maximum length
+    NO_REPLY = "no-reply"  # no speech within the reply timeout after the context
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    hangover_s: float = 2.0
+    max_reply_s: float = 20.0
+    reply_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("hangover_s", "max_reply_s", "reply_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+
+
+class ReplyDetector:
+    """Decides when the model's reply is over.
+
+    Speech that ends before ``window_start_s`` (the start of Speaker A's final turn) is chatter,
+    not the reply. ``context_end_s`` is when the last context frame is due.
+    """
+
+    def __init__(
+        self, settings: TurnSettings, *, context_end_s: float, window_start_s: float = 0.0
+    ):
+        self.settings = settings
+        self.context_end_s = context_end_s
+        self.window_start_s = window_start_s
+        self.onset_s: float | None = None
+        self.last_voiced_end_s: float | None = None
+        self.ended: EndReason | None = None
+        self.ended_at_s: float | None = None
+
+    def voiced(self, start_s: float, end_s: float) -> None:
+        """A voiced VAD frame spanning [start_s, end_s) on the timeline."""
+        if self.ended is not None or end_s <= self.window_start_s:
+            return
+        if self.onset_s is None:
+            self.onset_s = start_s
+        self.last_voiced_end_s = max(end_s, self.last_voiced_end_s or end_s)
+
+    def end_of_turn(self, now_s: float) -> None:
+        """The protocol's end-of-turn signal; it ends the reply only once the reply has begun."""
+        if self.ended is None and self.onset_s is not None:
+            self._end(EndReason.END_OF_TURN, now_s)
+
+    def tick(self, now_s: float) -> EndReason | None:
+        """Advance time; returns the reason once the reply is over."""
+        if self.ended is not None:
+            return self.ended
+        s = self.settings
+        if now_s < self.context_end_s:
+            return None  # the whole context is always sent; a reply cannot end inside it
+        if self.onset_s is None:
+            if now_s >= self.context_end_s + s.reply_timeout_s:
+                self._end(EndReason.NO_REPLY, now_s)
+        elif self.last_voiced_end_s is not None and now_s >= self.last_voiced_end_s + s.hangover_s:
+            self._end(EndReason.HANGOVER, now_s)
+        elif now_s >= self.onset_s + s.max_reply_s:
+            self._end(EndReason.MAX_LENGTH, now_s)
+        return self.ended
+
+    def _end(self, reason: EndReason, now_s: float) -> None:
+        self.ended = reason
+        self.ended_at_s = now_s

@@ -1,0 +1,175 @@
+"""Voice activity: which frames hold speech, and where speech starts and ends.
+
+Detection runs on fixed frames (webrtcvad at 16 kHz, or plain energy). Edges are then refined to the
+sample with an amplitude threshold, because timing metrics need better than a frame's resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import soxr
+import webrtcvad
+from numpy.typing import NDArray
+
+__all__ = [
+    "VAD_RATE",
+    "Segment",
+    "StreamingVad",
+    "VadConfig",
+    "frame_flags",
+    "segments",
+    "speech_bounds",
+]
+
+VAD_RATE = 16000
+FloatArray = NDArray[np.float32]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    kind: Literal["webrtc", "energy"] = "webrtc"
+    frame_ms: int = 10  # webrtcvad accepts 10, 20 or 30
+    aggressiveness: int = 2  # webrtcvad mode 0..3
+    energy_dbfs: float = -45.0  # frames below this RMS are never speech
+    edge_dbfs: float = -40.0  # amplitude that marks a refined speech edge
+    min_speech_ms: int = 30  # shorter voiced runs are clicks, not speech
+
+    def __post_init__(self) -> None:
+        if self.frame_ms not in (10, 20, 30):
+            raise ValueError(f"vad frame_ms must be 10, 20 or 30, not {self.frame_ms}")
+        if not 0 <= self.aggressiveness <= 3:
+            raise ValueError(f"vad aggressiveness must be 0..3, not {self.aggressiveness}")
+        if self.kind not in ("webrtc", "energy"):
+            raise ValueError(f"vad kind must be 'webrtc' or 'energy', not {self.kind!r}")
+
+    @property
+    def frame_s(self) -> float:
+        return self.frame_ms / 1000.0
+
+    @property
+    def frame_len(self) -> int:
+        return VAD_RATE * self.frame_ms // 1000
+
+
+@dataclass(frozen=True)
+class Segment:
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def _to_vad_rate(samples: FloatArray, rate: int) -> FloatArray:
+    x = np.asarray(samples, dtype=np.float32)
+    if rate == VAD_RATE or x.size == 0:
+        return x
+    return np.asarray(soxr.resample(x, rate, VAD_RATE, "HQ"), dtype=np.float32)
+
+
+def _classify(frames: FloatArray, cfg: VadConfig, vad: webrtcvad.Vad | None) -> BoolArray:
+    """Speech flags for complete frames at VAD_RATE, shape (n, frame_len)."""
+    if frames.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    rms = np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=1))
+    loud = 20.0 * np.log10(np.maximum(rms, 1e-10)) > cfg.energy_dbfs
+    if cfg.kind == "energy" or vad is None:
+        return np.asarray(loud, dtype=bool)
+    pcm = np.clip(np.rint(frames * 32768.0), -32768, 32767).astype("<i2")
+    flags = np.zeros(frames.shape[0], dtype=bool)
+    for i in np.flatnonzero(loud):
+        flags[i] = vad.is_speech(pcm[i].tobytes(), VAD_RATE)
+    return flags
+
+
+def _drop_short_runs(flags: BoolArray, min_frames: int) -> BoolArray:
+    out = flags.copy()
+    for start, end in _runs(flags):
+        if end - start < min_frames:
+            out[start:end] = False
+    return out
+
+
+def _runs(flags: BoolArray) -> list[tuple[int, int]]:
+    padded = np.concatenate(([False], flags, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def frame_flags(samples: FloatArray, rate: int, cfg: VadConfig | None = None) -> BoolArray:
+    """Speech flag per frame of ``cfg.frame_ms`` from sample 0; a partial last frame is dropped."""
+    cfg = cfg or VadConfig()
+    x = _to_vad_rate(samples, rate)
+    n = x.size // cfg.frame_len
+    frames = x[: n * cfg.frame_len].reshape(n, cfg.frame_len)
+    vad = webrtcvad.Vad(cfg.aggressiveness) if cfg.kind == "webrtc" else None
+    flags = _classify(frames, cfg, vad)
+    return _drop_short_runs(flags, max(1, -(-cfg.min_speech_ms // cfg.frame_ms)))
+
+
+def segments(flags: BoolArray, frame_s: float, *, min_gap_s: float = 0.0) -> list[Segment]:
+    """Voiced runs as time segments; gaps shorter than ``min_gap_s`` are bridged."""
+    merged: list[Segment] = []
+    for start, end in _runs(flags):
+        seg = Segment(start * frame_s, end * frame_s)
+        if merged and seg.start_s - merged[-1].end_s < min_gap_s:
+            merged[-1] = Segment(merged[-1].start_s, seg.end_s)
+        else:
+            merged.append(seg)
+    return merged
+
+
+def speech_bounds(
+    samples: FloatArray, rate: int, cfg: VadConfig | None = None
+) -> tuple[float, float] | None:
+    """(onset_s, offset_s) of all speech in ``samples``, refined to the sample; None if no speech."""
+    cfg = cfg or VadConfig()
+    x = np.asarray(samples, dtype=np.float32)
+    flags = frame_flags(x, rate, cfg)
+    voiced = np.flatnonzero(flags)
+    if voiced.size == 0:
+        return None
+    frame = rate * cfg.frame_ms // 1000
+    loud = np.abs(x) >= 10.0 ** (cfg.edge_dbfs / 20.0)
+    first, last = int(voiced[0]), int(voiced[-1])
+    onset = _first_true(loud, max(0, (first - 1) * frame), (first + 1) * frame, first * frame)
+    offset = _last_true(loud, last * frame, (last + 2) * frame, (last + 1) * frame)
+    return onset / rate, offset / rate
+
+
+def _first_true(mask: BoolArray, lo: int, hi: int, default: int) -> int:
+    hits = np.flatnonzero(mask[lo:hi])
+    return lo + int(hits[0]) if hits.size else default
+
+
+def _last_true(mask: BoolArray, lo: int, hi: int, default: int) -> int:
+    hits = np.flatnonzero(mask[lo:hi])
+    return lo + int(hits[-1]) + 1 if hits.size else default
+
+
+class StreamingVad:
+    """Incremental frame flags for audio that arrives in chunks of any size and rate."""
+
+    def __init__(self, rate: int, cfg: VadConfig | None = None) -> None:
+        self.cfg = cfg or VadConfig()
+        self._resampler = None if rate == VAD_RATE else soxr.ResampleStream(rate, VAD_RATE, 1)
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._vad = webrtcvad.Vad(self.cfg.aggressiveness) if self.cfg.kind == "webrtc" else None
+        self.frames_done = 0
+
+    def push(self, samples: FloatArray) -> BoolArray:
+        """Flags of the frames completed by this chunk (raw, before short-run removal)."""
+        x = np.asarray(samples, dtype=np.float32)
+        if self._resampler is not None:
+            x = np.asarray(self._resampler.resample_chunk(x), dtype=np.float32)
+        self._pending = np.concatenate((self._pending, x))
+        n = self._pending.size // self.cfg.frame_len
+        frames = self._pending[: n * self.cfg.frame_len].reshape(n, self.cfg.frame_len)
+        self._pending = self._pending[n * self.cfg.frame_len :]
+        self.frames_done += n
+        return _classify(frames, self.cfg, self._vad)

@@ -1,0 +1,285 @@
+"""Runs: many concurrent sessions over a benchmark, with retries, resume and sharding.
+
+The runner owns concurrency, time and retries; sessions own the streaming; the store owns
+durability. A sample's row is committed only after its bundle is in place, so a run killed at any
+moment resumes with every sample exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clients.registry import client_class
+from simulator import __version__
+from simulator.core.audio import read_audio
+from simulator.core.benchmark import Benchmark, Sample
+from simulator.core.errors import ConfigError
+from simulator.core.retry import RetryPolicy
+from simulator.fakes import FakeModelProcess
+from simulator.profiles import ModelProfile, client_config
+from simulator.progress import Progress
+from simulator.recording import write_bundle
+from simulator.session import CONTEXT_RATE, SessionOutcome, SessionSettings, run_session
+from simulator.store import ResultRow, RunStore, store_filename
+
+__all__ = ["RunOptions", "execute_run", "in_shard", "parse_shard"]
+
+DONE_STATUSES = ("ok", "no-reply")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    run_id: str
+    runs_dir: Path
+    concurrency: int = 8
+    shard: tuple[int, int] | None = None
+    settings: SessionSettings = field(default_factory=SessionSettings)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sample_ids: tuple[str, ...] = ()
+    quiet: bool = False
+
+    @property
+    def run_dir(self) -> Path:
+        return self.runs_dir / self.run_id
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: expected i/n, for example 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"--shard {text!r}: need 0 <= i < n")
+    return i, n
+
+
+def in_shard(sample_id: str, shard: tuple[int, int] | None) -> bool:
+    """Stable by id, so adding samples never moves the others between shards."""
+    if shard is None:
+        return True
+    digest = hashlib.sha256(sample_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shard[1] == shard[0]
+
+
+class _Writer:
+    """Bundles and rows are written off the event loop so disk waits never delay a send."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.lock = threading.Lock()
+
+    def save(
+        self, folder: Path, outcome: SessionOutcome, meta: dict[str, Any], row: ResultRow
+    ) -> None:
+        write_bundle(folder, outcome, meta)
+        with self.lock:
+            self.store.put(row)
+
+
+def _check_writable(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: run directory is not writable ({exc.strerror})") from None
+
+
+def _open_store(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> RunStore:
+    _check_writable(opts.run_dir)
+    store = RunStore(opts.run_dir / store_filename(opts.shard))
+    existing = store.meta()
+    if existing and existing.get("model", {}).get("name") != profile.name:
+        store.close()
+        raise ConfigError(
+            f"run '{opts.run_id}' already holds results of model "
+            f"'{existing['model'].get('name')}'; choose another --run-id"
+        )
+    store.set_meta(
+        {
+            "run_id": opts.run_id,
+            "model": profile.describe(),
+            "benchmark": str(bench.manifest),
+            "settings": opts.settings.describe(),
+            "duplexsim": __version__,
+            "created": existing.get("created", datetime.now(UTC).isoformat()),
+        }
+    )
+    return store
+
+
+def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:
+    done = {r.sample_id for r in store.rows() if r.status in DONE_STATUSES}
+    wanted = set(opts.sample_ids)
+    unknown = wanted - {s.id for s in bench}
+    if unknown:
+        raise ConfigError(f"unknown sample id(s): {', '.join(sorted(unknown))}")
+    return [
+        s
+        for s in bench
+        if in_shard(s.id, opts.shard) and s.id not in done and (not wanted or s.id in wanted)
+    ]
+
+
+@asynccontextmanager
+async def _endpoint(profile: ModelProfile) -> AsyncIterator[str | None]:
+    """The URL to connect to: the profile's, or a local fake server started for the run."""
+    if profile.fake_behaviour is None:
+        yield None
+        return
+    async with FakeModelProcess(profile.protocol, profile.fake_behaviour) as fake:
+        yield fake.url
+
+
+async def execute_run(bench: Benchmark, profile: ModelProfile, opts: RunOptions) -> list[ResultRow]:
+    """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store."""
+    if opts.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    client_class(profile.protocol)  # unknown protocol fails before anything starts
+    if profile.fake_behaviour is None:
+        client_config(profile)  # missing key or endpoint fails before anything starts
+    store = _open_store(opts, profile, bench)
+    try:
+        todo = _todo(bench, opts, store)
+        progress = Progress(opts.run_id, len(todo), quiet=opts.quiet)
+        if todo:
+            async with _endpoint(profile) as url:
+                await _run_all(todo, profile, url, opts, _Writer(store), progress)
+        progress.close()
+        return store.rows()
+    finally:
+        store.close()
+
+
+async def _run_all(
+    todo: list[Sample],
+    profile: ModelProfile,
+    url: str | None,
+    opts: RunOptions,
+    writer: _Writer,
+    progress: Progress,
+) -> None:
+    gate = asyncio.Semaphore(opts.concurrency)
+    phase_s = opts.settings.frame_ms / 1000.0 / opts.concurrency
+
+    async def one(index: int, sample: Sample) -> None:
+        async with gate:
+            # staggered phases: sessions' frames interleave instead of all firing together
+            await asyncio.sleep((index % opts.concurrency) * phase_s)
+            progress.in_flight += 1
+            try:
+                await _run_sample(sample, profile, url, opts, writer, progress)
+            finally:
+                progress.in_flight -= 1
+                progress.update()
+
+    ticker = asyncio.create_task(_tick(progress))
+    try:
+        await asyncio.gather(*(one(i, s) for i, s in enumerate(todo)))
+    finally:
+        ticker.cancel()
+
+
+async def _tick(progress: Progress) -> None:
+    while True:
+        progress.update()
+        await asyncio.sleep(0.5)
+
+
+async def _run_sample(
+    sample: Sample,
+    profile: ModelProfile,
+    url: str | None,
+    opts: RunOptions,
+    writer: _Writer,
+    progress: Progress,
+) -> None:
+    context = await asyncio.to_thread(read_audio, sample.context, sample_rate=CONTEXT_RATE)
+    attempt = 0
+    while True:
+        attempt += 1
+        client = client_class(profile.protocol)(client_config(profile, url=url))
+        outcome = await run_session(
+            client,
+            context.samples,
+            opts.settings,
+            window_start_s=sample.context_turn_start_s or 0.0,
+        )
+        wait = None
+        if outcome.status == "failed":
+            wait = opts.retry.delay(
+                attempt,
+                retryable=outcome.retryable,
+                retry_after_s=outcome.retry_after_s,
+                rng=random.Random(),
+            )
+        if wait is None:
+            break
+        progress.retries += 1
+        await asyncio.sleep(wait)
+    folder = opts.run_dir / "sessions" / sample.id
+    meta = {
+        "sample": {
+            "id": sample.id,
+            "language": sample.language,
+            "emotion": sample.emotion,
+            "context": str(sample.context),
+            "reference": str(sample.reference),
+            "context_turn_start_s": sample.context_turn_start_s,
+        },
+        "run_id": opts.run_id,
+        "model": profile.describe(),
+        "client": client.describe(),
+        "capabilities": asdict(client.capabilities),
+        "settings": opts.settings.describe(),
+        "attempts": attempt,
+    }
+    row = _row(sample, outcome, attempt, folder, opts.run_dir)
+    await asyncio.to_thread(writer.save, folder, outcome, meta, row)
+    if outcome.status == "failed":
+        progress.failed += 1
+    else:
+        progress.done += 1
+
+
+def _row(
+    sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
+) -> ResultRow:
+    t = outcome.timing
+    return ResultRow(
+        sample_id=sample.id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        error=outcome.error,
+        attempts=attempts,
+        language=sample.language,
+        emotion=sample.emotion,
+        latency_s=t.latency_s if t else None,
+        onset_s=t.onset_s if t else None,
+        reply_duration_s=t.duration_s if t else None,
+        overlap_s=t.overlap_s if t else None,
+        speech_end_s=t.speech_end_s if t else None,
+        send_p50_ms=outcome.send.p50_ms,
+        send_p99_ms=outcome.send.p99_ms,
+        send_max_ms=outcome.send.max_ms,
+        bytes_sent=outcome.bytes_sent,
+        bytes_received=outcome.bytes_received,
+        wall_s=round(outcome.wall_s, 3),
+        bundle=str(folder.relative_to(run_dir)),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def default_run_id(profile: ModelProfile) -> str:
+    return f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"

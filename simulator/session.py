@@ -1,0 +1,327 @@
+"""One session: stream a sample's context to one client in real time and capture the reply.
+
+This is the only layer (with the runner) that reads the clock and sleeps. Frames go out on an
+absolute schedule; received audio is placed on the same timeline; the pure ReplyDetector decides
+when the reply is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from clients.base import (
+    AudioOut,
+    ClientEvent,
+    DuplexClient,
+    EndOfTurn,
+    ErrorEvent,
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+)
+from simulator.core.audio import frame_signal, resample
+from simulator.core.errors import Disconnected, SessionError
+from simulator.core.timeline import OutputTrack, Schedule
+from simulator.core.timing import ReplyTiming, SendStats, measure_reply, send_stats, speech_end
+from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
+from simulator.core.vad import StreamingVad, VadConfig
+
+__all__ = ["SessionOutcome", "SessionSettings", "run_session"]
+
+CONTEXT_RATE = 16000
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    frame_ms: int = 20
+    turns: TurnSettings = field(default_factory=TurnSettings)
+    vad: VadConfig = field(default_factory=VadConfig)
+    stall_timeout_s: float = (
+        5.0  # continuous-output protocols: silence on the wire this long = stall
+    )
+    deadline_margin_s: float = 10.0
+
+    def deadline_s(self, context_s: float, connect_timeout_s: float) -> float:
+        t = self.turns
+        return (
+            connect_timeout_s
+            + context_s
+            + t.reply_timeout_s
+            + t.max_reply_s
+            + t.hangover_s
+            + self.deadline_margin_s
+        )
+
+    @classmethod
+    def from_description(cls, data: dict[str, Any]) -> SessionSettings:
+        """The inverse of ``describe``, for replaying a recorded session with its own settings."""
+        return cls(
+            frame_ms=int(data["frame_ms"]),
+            turns=TurnSettings(**data["turns"]),
+            vad=VadConfig(**data["vad"]),
+            stall_timeout_s=float(data["stall_timeout_s"]),
+            deadline_margin_s=float(data["deadline_margin_s"]),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "frame_ms": self.frame_ms,
+            "turns": vars(self.turns).copy(),
+            "vad": vars(self.vad).copy(),
+            "stall_timeout_s": self.stall_timeout_s,
+            "deadline_margin_s": self.deadline_margin_s,
+        }
+
+
+@dataclass
+class SessionOutcome:
+    status: str  # "ok" | "no-reply" | "failed"
+    end_reason: str
+    timing: ReplyTiming | None
+    send: SendStats
+    input_rate: int
+    output_rate: int
+    sent: NDArray[np.float32]  # everything sent, at input_rate
+    output: NDArray[np.float32]  # the model's audio on the timeline, at output_rate
+    events: list[dict[str, Any]]
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    error: str | None = None
+    retryable: bool = False
+    retry_after_s: float | None = None
+    wall_s: float = 0.0
+
+
+class _Session:
+    def __init__(
+        self,
+        client: DuplexClient,
+        context: NDArray[np.float32],
+        settings: SessionSettings,
+        window_start_s: float,
+        clock: Callable[[], float],
+    ):
+        self.client = client
+        self.caps = client.capabilities
+        self.settings = settings
+        self.clock = clock
+        self.schedule = Schedule(settings.frame_ms / 1000.0)
+        frame_len = self.caps.input_rate * settings.frame_ms // 1000
+        self.frames = frame_signal(resample(context, CONTEXT_RATE, self.caps.input_rate), frame_len)
+        self.silence = np.zeros(frame_len, dtype=np.float32)
+        self.context_end_s = self.schedule.due(len(self.frames))
+        self.detector = ReplyDetector(
+            settings.turns, context_end_s=self.context_end_s, window_start_s=window_start_s
+        )
+        self.track = OutputTrack(self.caps.output_rate)
+        self.vad = StreamingVad(self.caps.output_rate, settings.vad)
+        self.vad_end = 0  # samples of the track fed to the streaming VAD
+        self.events: list[dict[str, Any]] = []
+        self.send_errors: list[float] = []
+        self.frames_sent = 0
+        self.t0 = 0.0
+        self.last_rx = 0.0
+        self.done = asyncio.Event()
+
+    def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
+        self.events.append({"t": round(t, 6), "dir": direction, "kind": kind, **fields})
+
+    async def send_loop(self) -> None:
+        n = 0
+        frame_s = self.schedule.frame_s
+        while not self.done.is_set():
+            due = self.t0 + self.schedule.due(n)
+            delay = due - self.clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.done.is_set():
+                break
+            now = self.clock()
+            chunk = self.frames[n] if n < len(self.frames) else self.silence
+            await self.client.send_audio(chunk)
+            self.send_errors.append(now - due)
+            self.frames_sent = n + 1
+            self.log(
+                now - self.t0,
+                "send",
+                "audio",
+                n=n,
+                due=round(due - self.t0, 6),
+                samples=int(chunk.size),
+            )
+            if n == len(self.frames) - 1:
+                self.log(self.clock() - self.t0, "local", "context_end")
+                if self.caps.manual_commit:
+                    await self.client.commit_turn()
+            n += 1
+            self._check_stall(now)
+            reason = self.detector.tick(now + frame_s - self.t0)
+            if reason is not None:
+                self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
+                self.done.set()
+
+    def _check_stall(self, now: float) -> None:
+        if self.caps.continuous_output and now - self.last_rx > self.settings.stall_timeout_s:
+            raise Disconnected(
+                f"server sent nothing for {self.settings.stall_timeout_s:.1f} s (stalled)",
+                reason="stalled",
+            )
+
+    async def receive_loop(self) -> None:
+        async for event in self.client.events():
+            self.on_event(event)
+        if not self.done.is_set():
+            if self.detector.onset_s is None:
+                raise Disconnected("server closed the connection before replying")
+            self.log(self.clock() - self.t0, "local", "reply_end", reason="server-closed")
+            self.done.set()
+
+    def on_event(self, event: ClientEvent) -> None:
+        t = event.arrival - self.t0
+        self.last_rx = event.arrival
+        if isinstance(event, AudioOut):
+            self._on_audio(event, t)
+        elif isinstance(event, EndOfTurn):
+            self.log(t, "recv", "end_of_turn")
+            self.detector.end_of_turn(t)
+        elif isinstance(event, Transcript):
+            self.log(t, "recv", "transcript", text=event.text, final=event.final)
+        elif isinstance(event, SpeechStarted | SpeechStopped):
+            self.log(
+                t,
+                "recv",
+                "speech_started" if isinstance(event, SpeechStarted) else "speech_stopped",
+            )
+        elif isinstance(event, ErrorEvent):
+            err = event.error
+            self.log(
+                t,
+                "recv",
+                "error",
+                reason=err.reason,
+                message=err.message,
+                retryable=err.retryable,
+                fatal=event.fatal,
+            )
+            if event.fatal:
+                raise err
+
+    def _on_audio(self, event: AudioOut, t: float) -> None:
+        placed = self.track.place(np.asarray(event.samples, dtype=np.float32), t, event.offset_s)
+        self.log(
+            t,
+            "recv",
+            "audio",
+            samples=placed.n_samples,
+            placed_s=round(placed.start_s, 6),
+            offset_s=event.offset_s,
+        )
+        rate = self.track.rate
+        start = round(placed.start_s * rate)
+        gap = np.zeros(max(0, start - self.vad_end), dtype=np.float32)
+        first = self.vad.frames_done
+        flags = self.vad.push(np.concatenate((gap, event.samples)) if gap.size else event.samples)
+        self.vad_end = start + placed.n_samples
+        frame_s = self.vad.cfg.frame_s
+        for i in np.flatnonzero(flags):
+            k = first + int(i)
+            self.detector.voiced(k * frame_s, (k + 1) * frame_s)
+
+
+async def run_session(
+    client: DuplexClient,
+    context: NDArray[np.float32],
+    settings: SessionSettings,
+    *,
+    window_start_s: float = 0.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> SessionOutcome:
+    """Stream ``context`` (16 kHz mono) to ``client`` and capture its reply; never raises
+    SessionError: failures come back as a "failed" outcome with the reason."""
+    s = _Session(client, context, settings, window_start_s, clock)
+    wall0 = time.monotonic()
+    deadline = settings.deadline_s(len(context) / CONTEXT_RATE, client.config.connect_timeout_s)
+    error: SessionError | None = None
+    try:
+        async with asyncio.timeout(deadline):
+            await client.connect()
+            s.t0 = s.last_rx = clock()
+            s.log(0.0, "local", "start")
+            await _stream(s)
+    except SessionError as exc:
+        error = exc
+    except TimeoutError:
+        error = Disconnected(f"session passed its deadline of {deadline:.1f} s", reason="deadline")
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+    return _outcome(s, context, error, time.monotonic() - wall0)
+
+
+async def _stream(s: _Session) -> None:
+    sender = asyncio.create_task(s.send_loop())
+    receiver = asyncio.create_task(s.receive_loop())
+    try:
+        done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # raises the first failure
+        await sender
+    finally:
+        for task in (sender, receiver):
+            task.cancel()
+        await asyncio.gather(sender, receiver, return_exceptions=True)
+
+
+def _outcome(
+    s: _Session, context: NDArray[np.float32], error: SessionError | None, wall_s: float
+) -> SessionOutcome:
+    caps = s.caps
+    sent_frames = [s.frames[i] if i < len(s.frames) else s.silence for i in range(s.frames_sent)]
+    sent = np.concatenate(sent_frames) if sent_frames else np.zeros(0, dtype=np.float32)
+    output = s.track.audio(min_duration_s=sent.size / caps.input_rate)
+    timing: ReplyTiming | None = None
+    if error is None:
+        end_s = s.detector.ended_at_s
+        limit = None if end_s is None else end_s
+        if s.detector.onset_s is not None:
+            limit = min(limit or np.inf, s.detector.onset_s + s.settings.turns.max_reply_s)
+        timing = measure_reply(
+            output,
+            caps.output_rate,
+            speech_end_s=speech_end(context, CONTEXT_RATE, s.settings.vad),
+            window_start_s=s.detector.window_start_s,
+            window_end_s=None if limit in (None, np.inf) else float(limit),
+            vad=s.settings.vad,
+        )
+    if error is not None:
+        status, reason = "failed", error.reason
+    elif timing is None or timing.onset_s is None:
+        status, reason = "no-reply", EndReason.NO_REPLY.value
+    else:
+        status = "ok"
+        reason = s.detector.ended.value if s.detector.ended else "server-closed"
+    return SessionOutcome(
+        status=status,
+        end_reason=reason,
+        timing=timing,
+        send=send_stats(s.send_errors),
+        input_rate=caps.input_rate,
+        output_rate=caps.output_rate,
+        sent=sent,
+        output=output,
+        events=s.events,
+        bytes_sent=s.client.bytes_sent,
+        bytes_received=s.client.bytes_received,
+        error=None if error is None else error.message,
+        retryable=False if error is None else error.retryable,
+        retry_after_s=getattr(error, "retry_after_s", None),
+        wall_s=wall_s,
+    )

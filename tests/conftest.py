@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+
+def voiced_signal(
+    seconds: float, rate: int = 16000, *, f0: float = 140.0, peak: float = 0.3
+) -> np.ndarray:
+    """A speech-like signal (harmonics under a 4 Hz syllable envelope) that webrtcvad calls speech."""
+    t = np.arange(round(seconds * rate)) / rate
+    tone = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 8))
+    envelope = 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
+    x = tone * envelope
+    return (peak * x / np.max(np.abs(x))).astype(np.float32)
+
+
+def write_wav(path: Path, samples: np.ndarray, rate: int = 16000) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, samples, rate, subtype="PCM_16")
+    return path
+
+
+@pytest.fixture
+def make_benchmark(tmp_path: Path) -> Callable[..., Path]:
+    """Writes a small valid benchmark; ``lines`` override or replace the manifest lines."""
+
+    def make(lines: list[object] | None = None, *, n: int = 2) -> Path:
+        root = tmp_path / "bench"
+        for i in range(n):
+            write_wav(root / "audio" / f"s{i}.context.wav", voiced_signal(1.0))
+            write_wav(root / "audio" / f"s{i}.reference.wav", voiced_signal(0.5, f0=200.0))
+        if lines is None:
+            lines = [
+                {
+                    "id": f"s{i}",
+                    "language": "en",
+                    "emotion": "Amusement",
+                    "context": f"audio/s{i}.context.wav",
+                    "reference": f"audio/s{i}.reference.wav",
+                }
+                for i in range(n)
+            ]
+        text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+        (root / "manifest.jsonl").write_text(text + "\n", encoding="utf-8")
+        return root
+
+    return make
