@@ -61,7 +61,7 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
     kind = item["kind"]
     if kind == "audio":
         start = round(item["placed_s"] * rate)
-        chunk = output[start:start + int(item["samples"])]
+        chunk = output[start : start + int(item["samples"])]
         return AudioOut(np.asarray(chunk, dtype=np.float32), 0.0, item.get("offset_s"))
     if kind == "end_of_turn":
         return EndOfTurn(0.0)
@@ -72,8 +72,11 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
     if kind == "transcript":
         return Transcript(item["text"], 0.0, bool(item.get("final")))
     if kind == "error":
-        err = RemoteError(item.get("message", "recorded error"), retryable=bool(item["retryable"]),
-                          reason=item.get("reason", "remote"))
+        err = RemoteError(
+            item.get("message", "recorded error"),
+            retryable=bool(item["retryable"]),
+            reason=item.get("reason", "remote"),
+        )
         return ErrorEvent(err, 0.0, bool(item.get("fatal", True)))
     return None
 

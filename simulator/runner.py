@@ -8,8 +8,12 @@ moment resumes with every sample exactly once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
+import multiprocessing
+import os
 import random
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -19,12 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from clients.registry import client_class
 from simulator import __version__
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
+from simulator.core.timing import speech_end
+from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
@@ -35,6 +44,10 @@ from simulator.store import ResultRow, RunStore, store_filename
 __all__ = ["RunOptions", "execute_run", "in_shard", "parse_shard"]
 
 DONE_STATUSES = ("ok", "no-reply")
+RAMP_STEP_S = 0.01
+SWITCH_INTERVAL_S = (
+    0.0005  # worker threads (recording, VAD) hand the GIL back to the pacing loop fast
+)
 
 
 @dataclass(frozen=True)
@@ -72,18 +85,38 @@ def in_shard(sample_id: str, shard: tuple[int, int] | None) -> bool:
 
 
 class _Writer:
-    """Bundles and rows are written off the event loop so disk waits never delay a send."""
+    """Bundles are written by the worker pool and rows committed from a thread, so neither disk
+    waits nor encoding ever delay a send."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunStore, pool: concurrent.futures.Executor) -> None:
         self.store = store
+        self.pool = pool
         self.lock = threading.Lock()
 
-    def save(
+    async def save(
         self, folder: Path, outcome: SessionOutcome, meta: dict[str, Any], row: ResultRow
     ) -> None:
-        write_bundle(folder, outcome, meta)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.pool, write_bundle, folder, outcome, meta)
+        await asyncio.to_thread(self._put, row)
+
+    def _put(self, row: ResultRow) -> None:
         with self.lock:
             self.store.put(row)
+
+
+def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:
+    """Decode a context at 16 kHz and find the end of Speaker A's speech (runs in the pool)."""
+    samples = read_audio(path, sample_rate=CONTEXT_RATE).samples
+    return samples, speech_end(samples, CONTEXT_RATE, vad)
+
+
+def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
+    """CPU work of a run (decoding, VAD over whole clips, recording) goes to other processes, so
+    the process that paces sessions only moves bytes."""
+    workers = max(1, (os.cpu_count() or 2) - 1)
+    context = multiprocessing.get_context("forkserver")
+    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
 def _check_writable(run_dir: Path) -> None:
@@ -154,8 +187,9 @@ async def execute_run(bench: Benchmark, profile: ModelProfile, opts: RunOptions)
         todo = _todo(bench, opts, store)
         progress = Progress(opts.run_id, len(todo), quiet=opts.quiet)
         if todo:
-            async with _endpoint(profile) as url:
-                await _run_all(todo, profile, url, opts, _Writer(store), progress)
+            with worker_pool() as pool:
+                async with _endpoint(profile) as url:
+                    await _run_all(todo, profile, url, opts, _Writer(store, pool), progress)
         progress.close()
         return store.rows()
     finally:
@@ -171,12 +205,14 @@ async def _run_all(
     progress: Progress,
 ) -> None:
     gate = asyncio.Semaphore(opts.concurrency)
-    phase_s = opts.settings.frame_ms / 1000.0 / opts.concurrency
+    # Staggered starts: 10 ms apart so handshakes do not pile up, plus a fraction of a frame so
+    # the sessions' send instants interleave instead of all falling on the same tick.
+    step_s = RAMP_STEP_S + opts.settings.frame_ms / 1000.0 / opts.concurrency
 
     async def one(index: int, sample: Sample) -> None:
         async with gate:
-            # staggered phases: sessions' frames interleave instead of all firing together
-            await asyncio.sleep((index % opts.concurrency) * phase_s)
+            if index < opts.concurrency:
+                await asyncio.sleep(index * step_s)
             progress.in_flight += 1
             try:
                 await _run_sample(sample, profile, url, opts, writer, progress)
@@ -185,9 +221,12 @@ async def _run_all(
                 progress.update()
 
     ticker = asyncio.create_task(_tick(progress))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         await asyncio.gather(*(one(i, s) for i, s in enumerate(todo)))
     finally:
+        sys.setswitchinterval(interval)
         ticker.cancel()
 
 
@@ -205,16 +244,21 @@ async def _run_sample(
     writer: _Writer,
     progress: Progress,
 ) -> None:
-    context = await asyncio.to_thread(read_audio, sample.context, sample_rate=CONTEXT_RATE)
+    loop = asyncio.get_running_loop()
+    context, end_s = await loop.run_in_executor(
+        writer.pool, _prepare_context, sample.context, opts.settings.vad
+    )
     attempt = 0
     while True:
         attempt += 1
         client = client_class(profile.protocol)(client_config(profile, url=url))
         outcome = await run_session(
             client,
-            context.samples,
+            context,
             opts.settings,
             window_start_s=sample.context_turn_start_s or 0.0,
+            speech_end_s=end_s,
+            executor=writer.pool,
         )
         wait = None
         if outcome.status == "failed":
@@ -246,7 +290,7 @@ async def _run_sample(
         "attempts": attempt,
     }
     row = _row(sample, outcome, attempt, folder, opts.run_dir)
-    await asyncio.to_thread(writer.save, folder, outcome, meta, row)
+    await writer.save(folder, outcome, meta, row)
     if outcome.status == "failed":
         progress.failed += 1
     else:

@@ -8,7 +8,9 @@ when the reply is over.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -242,10 +244,16 @@ async def run_session(
     settings: SessionSettings,
     *,
     window_start_s: float = 0.0,
+    speech_end_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    executor: concurrent.futures.Executor | None = None,
 ) -> SessionOutcome:
     """Stream ``context`` (16 kHz mono) to ``client`` and capture its reply; never raises
-    SessionError: failures come back as a "failed" outcome with the reason."""
+    SessionError: failures come back as a "failed" outcome with the reason.
+
+    ``speech_end_s`` (end of Speaker A's speech) is measured from ``context`` unless given; the
+    runner measures it before the session starts so the event loop never does that work.
+    """
     s = _Session(client, context, settings, window_start_s, clock)
     wall0 = time.monotonic()
     deadline = settings.deadline_s(len(context) / CONTEXT_RATE, client.config.connect_timeout_s)
@@ -263,7 +271,30 @@ async def run_session(
     finally:
         with contextlib.suppress(Exception):
             await client.aclose()
-    return _outcome(s, context, error, time.monotonic() - wall0)
+    wall_s = time.monotonic() - wall0
+    loop = asyncio.get_running_loop()
+    # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
+    # never on the loop that paces other sessions
+    if speech_end_s is None:
+        speech_end_s = await loop.run_in_executor(
+            executor, speech_end, context, CONTEXT_RATE, settings.vad
+        )
+    sent, output = _recorded_audio(s)
+    timing = None
+    if error is None:
+        timing = await loop.run_in_executor(
+            executor,
+            functools.partial(
+                measure_reply,
+                output,
+                s.caps.output_rate,
+                speech_end_s=speech_end_s,
+                window_start_s=s.detector.window_start_s,
+                window_end_s=_reply_limit(s.detector, settings.turns.max_reply_s),
+                vad=settings.vad,
+            ),
+        )
+    return _outcome(s, sent, output, timing, error, wall_s)
 
 
 async def _stream(s: _Session) -> None:
@@ -280,27 +311,32 @@ async def _stream(s: _Session) -> None:
         await asyncio.gather(sender, receiver, return_exceptions=True)
 
 
+def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
+    """Where the reply ends for measurement: when the detector ended it, at most max_reply_s."""
+    limits = [t for t in (detector.ended_at_s,) if t is not None]
+    if detector.onset_s is not None:
+        limits.append(detector.onset_s + max_reply_s)
+    return min(limits) if limits else None
+
+
+def _recorded_audio(s: _Session) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """What was sent, and the model's audio on the timeline at least as long as it."""
+    n_context = min(s.frames_sent, len(s.frames))
+    sent = np.concatenate(
+        (s.frames[:n_context].reshape(-1), np.tile(s.silence, s.frames_sent - n_context))
+    )
+    return sent, s.track.audio(min_duration_s=sent.size / s.caps.input_rate)
+
+
 def _outcome(
-    s: _Session, context: NDArray[np.float32], error: SessionError | None, wall_s: float
+    s: _Session,
+    sent: NDArray[np.float32],
+    output: NDArray[np.float32],
+    timing: ReplyTiming | None,
+    error: SessionError | None,
+    wall_s: float,
 ) -> SessionOutcome:
     caps = s.caps
-    sent_frames = [s.frames[i] if i < len(s.frames) else s.silence for i in range(s.frames_sent)]
-    sent = np.concatenate(sent_frames) if sent_frames else np.zeros(0, dtype=np.float32)
-    output = s.track.audio(min_duration_s=sent.size / caps.input_rate)
-    timing: ReplyTiming | None = None
-    if error is None:
-        end_s = s.detector.ended_at_s
-        limit = None if end_s is None else end_s
-        if s.detector.onset_s is not None:
-            limit = min(limit or np.inf, s.detector.onset_s + s.settings.turns.max_reply_s)
-        timing = measure_reply(
-            output,
-            caps.output_rate,
-            speech_end_s=speech_end(context, CONTEXT_RATE, s.settings.vad),
-            window_start_s=s.detector.window_start_s,
-            window_end_s=None if limit in (None, np.inf) else float(limit),
-            vad=s.settings.vad,
-        )
     if error is not None:
         status, reason = "failed", error.reason
     elif timing is None or timing.onset_s is None:

@@ -40,6 +40,7 @@ class PcmWsClient(DuplexClient):
             faster_than_realtime=False,
             end_of_turn_signal=True,
             server_vad=True,
+            continuous_output=True,  # one output frame per input frame, silence included
         )
 
     async def connect(self) -> None:
@@ -52,6 +53,7 @@ class PcmWsClient(DuplexClient):
                 open_timeout=self.config.connect_timeout_s,
                 close_timeout=CLOSE_TIMEOUT_S,
                 max_size=MAX_MESSAGE,
+                max_queue=None,  # never push back on the server: that would skew arrival times
                 additional_headers=headers,
             )
         except InvalidStatus as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import Callable
@@ -51,9 +52,19 @@ async def _converse(ws: ServerConnection, protocol: ServerProtocol, outbox: Dela
                 await outbox.send(action.message)
             elif isinstance(action, Close):
                 outbox.cancel()
-                await ws.close(action.code, action.reason)
+                await _close(ws, action)
                 return
             elif isinstance(action, Stall):
                 outbox.cancel()
                 await ws.wait_closed()  # not reading: the client's frames back up unanswered
                 return
+
+
+async def _close(ws: ServerConnection, action: Close) -> None:
+    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
+    # reply, so keep reading (and discarding) until the close handshake is done.
+    closing = asyncio.create_task(ws.close(action.code, action.reason))
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+    await closing

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
 from simulator.cli.run_cmd import add_session_arguments, run_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
-from simulator.profiles import resolve_model
+from simulator.fakes import FakeModelProcess
+from simulator.profiles import ModelProfile
 from simulator.runner import execute_run
 from simulator.summary import RunSummary, render_summaries, summarise_rows
 
@@ -64,10 +66,25 @@ def _demo(args: argparse.Namespace) -> int:
 async def _run_models(
     bench: Benchmark, behaviours: list[str], args: argparse.Namespace, prefix: str
 ) -> list[RunSummary]:
-    async def one(behaviour: str) -> RunSummary:
-        profile = resolve_model(f"fake:{behaviour}@{args.protocol}")
-        opts = run_options(args, f"{prefix}-{behaviour}")
-        rows = await execute_run(bench, profile, opts)
-        return summarise_rows(opts.run_id, rows)
+    async with contextlib.AsyncExitStack() as stack:
+        # every server is up before the first session starts, so start-up never competes
+        # with pacing
+        servers = [
+            await stack.enter_async_context(FakeModelProcess(args.protocol, b)) for b in behaviours
+        ]
 
-    return list(await asyncio.gather(*(one(b) for b in behaviours)))
+        async def one(behaviour: str, server: FakeModelProcess) -> RunSummary:
+            profile = ModelProfile(
+                name=f"fake-{behaviour}",
+                protocol=args.protocol,
+                url=server.url,
+                fake_behaviour=None,
+                source=f"fake:{behaviour}@{args.protocol}",
+            )
+            opts = run_options(args, f"{prefix}-{behaviour}")
+            rows = await execute_run(bench, profile, opts)
+            return summarise_rows(opts.run_id, rows)
+
+        return list(
+            await asyncio.gather(*(one(b, s) for b, s in zip(behaviours, servers, strict=True)))
+        )

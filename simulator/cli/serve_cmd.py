@@ -36,7 +36,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument(
         "--latency", type=float, help="delayed-echo: seconds from end of speech to reply"
     )
-    b.add_argument("--hangover", type=float, help="silence (s) that ends the user's turn")
+    b.add_argument(
+        "--hangover",
+        type=float,
+        default=1.0,
+        help="silence (s) that ends the user's turn (default 1.0: longer than the "
+        "pauses inside a context)",
+    )
     b.add_argument("--echo-seconds", type=float, help="echo: seconds of the user's speech replayed")
     b.add_argument("--barge-after", type=float, help="barge-in: seconds into the user's speech")
     b.add_argument("--utterance", type=Path, help="neutral/barge-in: audio file to speak")

@@ -31,7 +31,7 @@ class RetryPolicy:
         if not retryable or attempt >= self.max_attempts:
             return None
         if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_s)
+            return float(min(max(retry_after_s, 0.0), self.max_s))
         backoff = min(self.base_s * 2 ** (attempt - 1), self.max_s)
         spread = (rng or random.Random()).uniform(-self.jitter, self.jitter) * backoff
         return max(0.0, backoff + spread)

@@ -1,13 +1,9 @@
-"""Reference model behaviours: pure, protocol-independent, driven by media time only.
+"""The Behaviour base class: media-time turn tracking and reply rendering, shared by every kind.
 
-A fake server calls ``push`` with each input chunk it receives and sends the returned audio at once,
-so the model's output for a media interval lands on the client's timeline at that same interval
-(plus transport delay). Media time is "samples received / rate"; nothing here reads a clock.
-
-Every behaviour tracks the user's turns with webrtcvad: speech starts after ``min_speech_ms`` of
-voiced frames; the turn ends after ``hangover_s`` without speech. E, the turn's end, is the refined
-end of its last voiced frame (``speech_bounds``), exact to the sample. A turn that ends while the
-model is still replying gets no reply of its own; after a reply ends, the next turn does.
+Turns are tracked with webrtcvad: speech starts after ``min_speech_ms`` of voiced frames; the turn
+ends after ``hangover_s`` without speech. E, the turn's end, is the refined end of its last voiced
+frame (``speech_bounds``), exact to the sample. Every audio window handed to ``speech_bounds`` is
+bounded by VAD frame edges, never by chunk edges, so results do not depend on how input is chunked.
 """
 
 from __future__ import annotations
@@ -15,33 +11,17 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.errors import ConfigError
 from simulator.core.vad import StreamingVad, VadConfig, speech_bounds
 
-__all__ = [
-    "BEHAVIOURS",
-    "BargeIn",
-    "Behaviour",
-    "DelayedEcho",
-    "Echo",
-    "Neutral",
-    "Silent",
-    "Step",
-    "UserTurn",
-    "behaviour_factory",
-    "make_behaviour",
-    "synthetic_voice",
-]
+__all__ = ["Behaviour", "FloatArray", "Step", "UserTurn"]
 
 FloatArray = NDArray[np.float32]
-_FORMANTS = ((600.0, 250.0), (1300.0, 350.0), (2500.0, 500.0))  # (centre Hz, width Hz)
 PREROLL_S = 0.3  # audio kept before a turn's first voiced frame, so its onset can be refined
 
 
@@ -66,29 +46,6 @@ class UserTurn:
     @property
     def end_s(self) -> float:
         return self.end / self.rate
-
-
-def synthetic_voice(
-    sample_rate: int, duration_s: float = 2.0, *, f0: float = 120.0, peak: float = 0.3
-) -> FloatArray:
-    """A deterministic voiced signal webrtcvad calls speech: harmonics of a gliding f0, shaped by
-    three formant-like peaks, under a 4 Hz syllable envelope, with 10 ms fades at both ends."""
-    n = round(duration_s * sample_rate)
-    t = np.arange(n) / sample_rate
-    phase = 2 * np.pi * np.cumsum(f0 * (1.0 + 0.04 * np.sin(2 * np.pi * 1.3 * t))) / sample_rate
-    x = np.zeros(n)
-    for k in range(1, int(min(3800.0, sample_rate / 2 - 200) / f0) + 1):
-        f = k * f0
-        gain = sum(math.exp(-(((f - fc) / bw) ** 2)) for fc, bw in _FORMANTS)
-        x += (0.15 + gain) / k * np.sin(k * phase)
-    x *= 0.35 + 0.65 * 0.5 * (1.0 - np.cos(2 * np.pi * 4.0 * t))
-    fade = min(n // 2, round(0.01 * sample_rate))
-    if fade:
-        ramp = np.arange(1, fade + 1) / fade  # no exact zero: the first sample is the onset
-        x[:fade] *= ramp
-        x[n - fade :] *= ramp[::-1]
-    top = float(np.max(np.abs(x))) if n else 0.0
-    return (x * (peak / top) if top else x).astype(np.float32)
 
 
 class _History:
@@ -251,108 +208,3 @@ class Behaviour(ABC):
         if done:
             self._reply = None
         return Step(out, started, stopped, c0 <= at < c0 + n, done)
-
-
-class Silent(Behaviour):
-    """Never talks; still reports the user's speech edges."""
-
-    name = "silent"
-
-    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
-        pass
-
-
-class Echo(Behaviour):
-    """Replays the last ``echo_s`` of the user's speech as soon as the turn ends."""
-
-    name = "echo"
-
-    def __init__(self, sample_rate: int, *, echo_s: float = 3.0, **kw: Any) -> None:
-        super().__init__(sample_rate, **kw)
-        if echo_s <= 0:
-            raise ValueError(f"echo_s must be positive, not {echo_s}")
-        self.echo_s = echo_s
-
-    def _echo(self, turn: UserTurn) -> FloatArray:
-        window = self._audio(max(turn.end - round(self.echo_s * self.rate), turn.onset), turn.end)
-        bounds = speech_bounds(window, self.rate, self._cfg)
-        return window[round(bounds[0] * self.rate) :] if bounds else window
-
-    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
-        self._schedule(self._echo(turn), now)
-
-
-class DelayedEcho(Echo):
-    """Echo whose first sample is at exactly E + ``latency_s``: ground truth for latency tests.
-
-    The turn end is only known ``hangover_s`` after E, so a ``latency_s`` below that (plus one VAD
-    frame) cannot be honoured: the reply then starts as soon as the turn end is decided.
-    """
-
-    name = "delayed-echo"
-
-    def __init__(self, sample_rate: int, *, latency_s: float = 0.8, **kw: Any) -> None:
-        super().__init__(sample_rate, **kw)
-        if latency_s < 0:
-            raise ValueError(f"latency_s must not be negative, not {latency_s}")
-        self.latency_s = latency_s
-
-    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
-        self._schedule(self._echo(turn), max(turn.end + round(self.latency_s * self.rate), now))
-
-
-class Neutral(Behaviour):
-    """Says one fixed utterance after each turn (default: 2 s of ``synthetic_voice``)."""
-
-    name = "neutral"
-
-    def __init__(self, sample_rate: int, *, utterance: NDArray[Any] | None = None, **kw: Any):
-        super().__init__(sample_rate, **kw)
-        voice = synthetic_voice(sample_rate) if utterance is None else utterance
-        self.utterance = np.asarray(voice, dtype=np.float32).reshape(-1)
-
-    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
-        self._schedule(self.utterance, now)
-
-
-class BargeIn(Neutral):
-    """Starts the utterance ``barge_after_s`` after the user's speech onset, talking over them
-    (if the user stops sooner it still starts then)."""
-
-    name = "barge-in"
-
-    def __init__(self, sample_rate: int, *, barge_after_s: float = 1.5, **kw: Any) -> None:
-        super().__init__(sample_rate, **kw)
-        if barge_after_s < 0:
-            raise ValueError(f"barge_after_s must not be negative, not {barge_after_s}")
-        self.barge_after_s = barge_after_s
-
-    def _on_speech_started(self, onset: int, now: int) -> None:
-        self._schedule(self.utterance, max(onset + round(self.barge_after_s * self.rate), now))
-
-    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
-        pass  # it already had its say
-
-
-_KINDS: dict[str, type[Behaviour]] = {
-    cls.name: cls for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn)
-}
-BEHAVIOURS: tuple[str, ...] = tuple(_KINDS)
-
-
-def make_behaviour(name: str, sample_rate: int, **params: Any) -> Behaviour:
-    """A fresh behaviour; an unknown name or bad parameter is a ConfigError."""
-    try:
-        cls = _KINDS[name]
-    except KeyError:
-        raise ConfigError(f"unknown behaviour '{name}' (known: {', '.join(BEHAVIOURS)})") from None
-    try:
-        return cls(sample_rate, **params)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"behaviour '{name}': {exc}") from None
-
-
-def behaviour_factory(name: str, **params: Any) -> Callable[[int], Behaviour]:
-    """What a fake server takes: sample rate -> fresh behaviour. Checks name and params now."""
-    make_behaviour(name, 16000, **params)
-    return lambda rate: make_behaviour(name, rate, **params)
