@@ -122,6 +122,9 @@ class DuplexClient(ABC):
     def events(self) -> AsyncIterator[ClientEvent]:
         """Events as they arrive; ends when the connection closes."""
 
+    def timeline_started(self, t0: float) -> None:  # noqa: B027 - optional hook
+        """The session's T0 (clock value when frame 0 is due); replay aligns its events to it."""
+
     async def commit_turn(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Tell the server the user's turn is over (only where ``manual_commit``)."""
 

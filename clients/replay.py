@@ -100,10 +100,13 @@ class ReplayClient(DuplexClient):
     async def connect(self) -> None:
         return None
 
+    def timeline_started(self, t0: float) -> None:
+        self._t0 = t0
+        self._started.set()
+
     async def send_audio(self, samples: np.ndarray) -> None:
-        if self._t0 is None:
-            self._t0 = self.config.clock()
-            self._started.set()
+        if self._t0 is None:  # a driver that never announced T0: the first send is T0
+            self.timeline_started(self.config.clock())
         self.bytes_sent += samples.size * 2
 
     async def events(self) -> AsyncIterator[ClientEvent]:
@@ -113,7 +116,9 @@ class ReplayClient(DuplexClient):
             delay = self._t0 + t - self.config.clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            yield _stamped(event, self.config.clock())
+            # stamped with the recorded arrival, not the wake-up time, so a replay is exact and
+            # any difference it shows comes from the pipeline, not from this machine's scheduling
+            yield _stamped(event, self._t0 + t)
             if isinstance(event, AudioOut):
                 self.bytes_received += event.samples.size * 2
         await self._closed.wait()  # a recording ends; the connection does not

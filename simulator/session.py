@@ -262,6 +262,7 @@ async def run_session(
         async with asyncio.timeout(deadline):
             await client.connect()
             s.t0 = s.last_rx = clock()
+            client.timeline_started(s.t0)
             s.log(0.0, "local", "start")
             await _stream(s)
     except SessionError as exc:

@@ -78,3 +78,52 @@ def test_demo_benchmark_covers_12_emotions_and_5_languages():
     manifest = (REPO / "recordings/demo/manifest.jsonl").read_text().splitlines()
     assert len(manifest) >= 60
     assert {json.loads(line)["language"] for line in manifest} == {"en", "hi", "ar", "it", "tl"}
+
+
+def test_demo_runs_reference_models_end_to_end(tmp_path):
+    result = duplexsim(
+        "demo",
+        "--limit",
+        "3",
+        "--models",
+        "echo,silent",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-prefix",
+        "d",
+        "--reply-timeout",
+        "2",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    echo = next(line for line in lines if line.startswith("d-echo"))
+    silent = next(line for line in lines if line.startswith("d-silent"))
+    assert echo.split()[1:6] == ["3", "3", "0", "0", "100%"]
+    assert silent.split()[1:6] == ["3", "0", "3", "0", "0%"]
+    replay = duplexsim("replay", str(tmp_path / "d-echo"))
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "3/3 sessions agree" in replay.stdout
+
+
+def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
+    bench = str(make_benchmark(n=1))
+    assert_clean_error(duplexsim("run", "--model", "nope", "--benchmark", bench), "unknown model")
+    assert_clean_error(
+        duplexsim("run", "--model", "fake:echo@carrier-pigeon", "--benchmark", bench),
+        "unknown protocol 'carrier-pigeon'",
+    )
+    assert_clean_error(
+        duplexsim("run", "--model", "fake:echo", "--benchmark", bench, "--shard", "3/2"),
+        "--shard",
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text("protocol = [")
+    assert_clean_error(duplexsim("run", "--model", str(bad), "--benchmark", bench), "invalid TOML")
+    assert_clean_error(duplexsim("replay", str(tmp_path)), "no recorded sessions")
+    assert_clean_error(
+        duplexsim("serve-model", "--behaviour", "shouting", "--port", "0"), "unknown behaviour"
+    )
+    assert_clean_error(
+        duplexsim("serve-model", "--host", "0.0.0.0", "--port", "0"), "--allow-remote"
+    )

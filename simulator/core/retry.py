@@ -32,6 +32,6 @@ class RetryPolicy:
             return None
         if retry_after_s is not None:
             return float(min(max(retry_after_s, 0.0), self.max_s))
-        backoff = min(self.base_s * 2 ** (attempt - 1), self.max_s)
+        backoff = float(min(self.base_s * 2.0 ** (attempt - 1), self.max_s))
         spread = (rng or random.Random()).uniform(-self.jitter, self.jitter) * backoff
         return max(0.0, backoff + spread)

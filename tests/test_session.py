@@ -1,0 +1,108 @@
+"""Sessions end to end over real loopback WebSockets against the pcm-ws fake server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from clients.base import ClientConfig
+from clients.behaviours import behaviour_factory
+from clients.faults import Faults
+from clients.pcm_ws.client import PcmWsClient
+from clients.pcm_ws.server import start_server
+from simulator.core.turns import TurnSettings
+from simulator.session import SessionSettings, run_session
+from tests.conftest import voiced_signal
+
+RATE = 16000
+SETTINGS = SessionSettings(
+    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
+    stall_timeout_s=0.6,
+    deadline_margin_s=2.0,
+)
+
+
+def context(speech_s: float = 1.0) -> np.ndarray:
+    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s."""
+    x = np.zeros(int((0.3 + speech_s) * RATE), np.float32)
+    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
+    return x
+
+
+async def session(behaviour: str, *, faults: Faults | None = None, **params):
+    server = await start_server(behaviour_factory(behaviour, **params), faults=faults)
+    try:
+        client = PcmWsClient(ClientConfig(url=server.url, connect_timeout_s=2.0))
+        return await run_session(client, context(), SETTINGS)
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.parametrize("latency_s", [0.3, 0.8])
+async def test_delayed_echo_latency_is_recovered(latency_s):
+    out = await session("delayed-echo", latency_s=latency_s, hangover_s=0.25)
+    assert out.status == "ok", out.error
+    assert out.end_reason in ("end-of-turn", "vad-hangover")
+    assert out.timing.speech_end_s == pytest.approx(1.2, abs=0.005)
+    assert out.timing.latency_s == pytest.approx(latency_s, abs=0.015)
+    assert out.timing.overlap_s == 0.0
+    assert out.send.frames == len(out.sent) // 320
+    assert out.output.size / RATE >= out.sent.size / RATE
+    kinds = {e["kind"] for e in out.events}
+    assert {"start", "audio", "context_end", "reply_end", "end_of_turn"} <= kinds
+
+
+async def test_concurrent_sessions_each_recover_latency():
+    server = await start_server(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
+    try:
+        outs = await asyncio.gather(
+            *(
+                run_session(PcmWsClient(ClientConfig(url=server.url)), context(), SETTINGS)
+                for _ in range(8)
+            )
+        )
+    finally:
+        await server.aclose()
+    latencies = [o.timing.latency_s for o in outs]
+    assert all(o.status == "ok" for o in outs)
+    assert max(abs(x - 0.5) for x in latencies) < 0.02
+
+
+async def test_silent_model_is_no_reply_not_failure():
+    out = await session("silent")
+    assert out.status == "no-reply" and out.end_reason == "no-reply" and out.error is None
+    # the context is 1.3 s; the reply timeout is 1 s after it
+    assert out.send.frames * 0.02 == pytest.approx(2.3, abs=0.05)
+
+
+async def test_barge_in_has_negative_latency_and_overlap():
+    out = await session("barge-in", barge_after_s=0.4)
+    assert out.status == "ok"
+    assert out.timing.latency_s == pytest.approx(-0.6, abs=0.05)
+    assert out.timing.overlap_s == pytest.approx(0.6, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    ("faults", "reason", "retryable"),
+    [
+        (Faults(refuse_status=401), "auth", False),
+        (Faults(refuse_status=503), "connect", True),
+        (Faults(rate_limit_first=1, retry_after_s=0.2), "rate-limited", True),
+        (Faults(close_after_s=0.5), "disconnected", True),
+        (Faults(stall_after_s=0.5), "stalled", True),
+        (Faults(malformed_after_s=0.5), "protocol", False),
+    ],
+)
+async def test_server_faults_end_the_session_with_a_reason(faults, reason, retryable):
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    out = await session("echo", faults=faults)
+    assert out.status == "failed"
+    assert out.end_reason == reason, out.error
+    assert out.retryable is retryable
+    assert out.error
+    assert loop.time() - started < 5.0
+    if reason == "rate-limited":
+        assert out.retry_after_s == pytest.approx(0.2)
