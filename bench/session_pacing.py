@@ -8,15 +8,21 @@ the runner's GIL switch interval, the end of Speaker A's speech measured before 
 The fake models run in child processes (FakeModelProcess, ``duplexsim serve-model``), all started
 before the first session.
 
-1. pacing   N = 1, 50, 200, 500 concurrent ~15 s sessions against ``silent`` servers: send error
-            (actual send instant - due instant) pooled over every frame of every session; CPU of
-            this process (process_time / wall), of the servers and pool workers (/proc/PID/stat)
-            and of the whole machine (/proc/stat); RSS of this process (VmRSS, VmHWM).
-2. drift    200 sessions streaming 60 s: send error of each session's first 5 s vs its last 5 s,
-            and per 5 s window.
-3. latency  ``delayed-echo`` servers with --latency 0.3 / 0.8 / 1.5 and --hangover 0.25, 20
-            concurrent sessions each: measured latency minus injected latency.
-4. memory   (peak RSS - RSS before the batch) / sessions, for the 200- and 500-session batches.
+1. pacing   N = 1, 50, 200, 500 concurrent ~15 s sessions (10 s context: 1 s speech, then
+            silence; reply timeout 5 s) against ``silent`` servers (one; two above --split-above
+            = 200 sessions, sessions alternating): send error (actual send instant - due instant)
+            pooled over every frame of every session; CPU of this process (process_time / wall),
+            of the servers and pool workers (/proc/PID/stat) and of the whole machine (/proc/stat);
+            RSS of this process (VmRSS, VmHWM).
+2. drift    --drift-sessions (default 50) sessions streaming --drift-s (default 60) s: send error
+            of each session's first 5 s vs its last 5 s, and per 5 s window.
+3. latency  ``delayed-echo`` servers with --latency 0.3 / 0.8 / 1.5 and --hangover 0.25, one
+            batch of 20 concurrent sessions each (3 s contexts: 0.5 s silence, 2 s speech, 0.5 s
+            silence): measured latency minus injected latency, and where the error comes from.
+4. memory   (peak RSS - RSS before the batch) / sessions, for every batch.
+
+Before each batch it waits (up to --wait-idle s) for other work on the machine to stop, and it
+reports the CPU used by other processes during the batch ("other CPU").
 
 ``--quick`` (smoke test, under a minute): pacing at 1 and 50 sessions of 10 s, 50 sessions of 10 s
 drift, one latency (0.8 s). Prints Markdown tables; ``--out`` writes every number as JSON.
@@ -75,7 +81,8 @@ def voiced_signal(
     tone = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 8))
     envelope = 0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
     x = tone * envelope
-    return (peak * x / np.max(np.abs(x))).astype(np.float32)
+    out: np.ndarray = (peak * x / np.max(np.abs(x))).astype(np.float32)
+    return out
 
 
 def silence(seconds: float) -> np.ndarray:
@@ -145,7 +152,9 @@ class Sample:
 class Probe:
     """Samples CPU time and RSS every ``interval_s`` while a batch runs (cheap: a few /proc reads)."""
 
-    def __init__(self, server_pids: Sequence[int], worker_pids: Sequence[int], interval_s=0.25):
+    def __init__(
+        self, server_pids: Sequence[int], worker_pids: Sequence[int], interval_s: float = 0.25
+    ) -> None:
         self.server_pids = list(server_pids)
         self.worker_pids = list(worker_pids)
         self.interval_s = interval_s
@@ -184,12 +193,17 @@ class Probe:
 
         busy = b.machine[0] - a.machine[0]
         total = b.machine[1] - a.machine[1]
+        ours = [share(a.cpu, b.cpu), *map(share, a.servers, b.servers)]
+        ours += list(map(share, a.workers, b.workers))
+        cores = (busy / total) * (os.cpu_count() or 1) if total else None
         return {
             "window_s": round(dt, 2),
             "client": share(a.cpu, b.cpu),
             "servers": [share(x, y) for x, y in zip(a.servers, b.servers, strict=True)],
             "pool_workers": [share(x, y) for x, y in zip(a.workers, b.workers, strict=True)],
             "machine_busy": round(busy / total, 3) if total else None,
+            # cores used by everything else on the machine (other users' jobs, the kernel)
+            "other_cores": None if cores is None else round(cores - sum(x or 0 for x in ours), 3),
         }
 
 
@@ -259,6 +273,9 @@ class Record:
     speech_end_s: float | None
     wall_s: float
     ended_at: float  # monotonic when run_session returned
+    max_arrival_delay_ms: float | None  # max over output chunks of arrival - due(input frame)
+    onset_lag_ms: float | None  # placed - due of the output chunk holding the reply onset
+    onset_arrival_delay_ms: float | None  # arrival - due of that same chunk
 
 
 def first_call_clock() -> tuple[Callable[[], float], list[float]]:
@@ -279,6 +296,20 @@ def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -
     due = np.fromiter((e["due"] for e in sends), dtype=np.float64, count=len(sends))
     sent = np.fromiter((e["t"] for e in sends), dtype=np.float64, count=len(sends))
     t = outcome.timing
+    # pcm-ws answers input frame j with exactly one binary frame: the j-th audio event is its
+    # output, so arrival - due(j) is the round trip and placed - due(j) what the timeline adds
+    frame_s = due[1] - due[0] if due.size > 1 else 0.02
+    recv = [e for e in outcome.events if e["dir"] == "recv" and e["kind"] == "audio"]
+    arrival = np.array([e["t"] for e in recv], dtype=np.float64)
+    placed = np.array([e["placed_s"] for e in recv], dtype=np.float64)
+    rx_due = np.arange(len(recv)) * frame_s
+    max_delay = float((arrival - rx_due).max()) * 1000 if recv else None
+    onset_lag = onset_delay = None
+    if t is not None and t.onset_s is not None and recv:
+        k = int(np.searchsorted(placed, t.onset_s, side="right")) - 1
+        if k >= 0:
+            onset_lag = float(placed[k] - rx_due[k]) * 1000
+            onset_delay = float(arrival[k] - rx_due[k]) * 1000
     return Record(
         index=index,
         server=server,
@@ -295,6 +326,9 @@ def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -
         speech_end_s=t.speech_end_s if t else None,
         wall_s=outcome.wall_s,
         ended_at=time.monotonic(),
+        max_arrival_delay_ms=max_delay,
+        onset_lag_ms=onset_lag,
+        onset_arrival_delay_ms=onset_delay,
     )
 
 
@@ -308,6 +342,7 @@ class Batch:
     rss_base_kb: int
     rss_hwm_kb: int | None  # VmHWM after the batch (None if it could not be reset)
     step_s: float
+    idle_before: dict[str, Any] | None = None
 
 
 async def run_batch(
@@ -410,6 +445,7 @@ def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
             "per_session_kb": round((peak - b.rss_base_kb) / n, 1) if n else None,
         },
         "gc": b.gc,
+        "idle_before": b.idle_before,
     }
 
 
@@ -436,8 +472,9 @@ def drift_report(b: Batch, window_s: float = 5.0) -> dict[str, Any]:
 
 
 def latency_report(b: Batch, injected_s: float) -> dict[str, Any]:
-    lat = [r.latency_s for r in b.records if r.latency_s is not None]
-    err = (np.array(lat) - injected_s) * 1000.0
+    measured = [r for r in b.records if r.latency_s is not None]
+    err = np.array([r.latency_s for r in measured]) * 1000.0 - injected_s * 1000.0
+    lat = [r.latency_s for r in measured]
     out: dict[str, Any] = {
         "injected_s": injected_s,
         "sessions": len(b.records),
@@ -458,9 +495,23 @@ def latency_report(b: Batch, injected_s: float) -> dict[str, Any]:
                 "max_abs_error_ms": round(float(abs_err.max()), 3),
                 "min_error_ms": round(float(err.min()), 3),
                 "max_error_ms": round(float(err.max()), 3),
+                # where the error comes from: the timeline places the onset chunk at
+                # due + onset_lag; onset_lag = max(arrival delay so far), because each chunk is
+                # placed at max(arrival, end of the previous chunk)
+                "onset_lag_ms": [_r3(r.onset_lag_ms) for r in measured],
+                "onset_arrival_delay_ms": [_r3(r.onset_arrival_delay_ms) for r in measured],
+                "max_arrival_delay_before_end_ms": [_r3(r.max_arrival_delay_ms) for r in measured],
+                "error_minus_onset_lag_ms": [
+                    _r3(e - r.onset_lag_ms) if r.onset_lag_ms is not None else None
+                    for e, r in zip(err, measured, strict=True)
+                ],
             }
         )
     return out
+
+
+def _r3(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 3)
 
 
 # --------------------------------------------------------------------------- plan and main
@@ -477,21 +528,40 @@ class Plan:
     latencies: tuple[float, ...]
     latency_sessions: int
     split_above: int  # batches larger than this are split over two silent servers
-    memory_sizes: tuple[int, ...]
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
+    """Full: 10 s context + 5 s reply timeout = ~15 s sessions; drift: 10 s context + the rest of
+    --drift-s as reply timeout. Quick: 5 s + 5 s everywhere, one latency."""
     if args.quick:
-        return Plan((1, 50), 5.0, 5.0, 50, 5.0, 5.0, (0.8,), 20, args.split_above, ())
-    sizes = tuple(int(x) for x in args.sizes.split(","))
-    drift_timeout = args.drift_s - 10.0
+        return Plan(
+            sizes=(1, 50),
+            pacing_context_s=5.0,
+            pacing_timeout_s=5.0,
+            drift_sessions=50,
+            drift_context_s=5.0,
+            drift_timeout_s=5.0,
+            latencies=(0.8,),
+            latency_sessions=20,
+            split_above=args.split_above,
+        )
+    if args.drift_s <= 11.0:
+        raise SystemExit("--drift-s must be more than 11 s (10 s of context, then silence)")
     return Plan(
-        sizes, 10.0, 5.0, args.drift_sessions, 10.0, drift_timeout,
-        (0.3, 0.8, 1.5), 20, args.split_above, (200, 500),
-    )  # fmt: skip
+        sizes=tuple(int(x) for x in args.sizes.split(",")),
+        pacing_context_s=10.0,
+        pacing_timeout_s=5.0,
+        drift_sessions=args.drift_sessions,
+        drift_context_s=10.0,
+        drift_timeout_s=args.drift_s - 10.0,
+        latencies=(0.3, 0.8, 1.5),
+        latency_sessions=20,
+        split_above=args.split_above,
+    )
 
 
 def servers_for(n: int, plan: Plan) -> int:
+    """One silent server, two above ``split_above`` sessions (one server process is one core)."""
     return 2 if n > plan.split_above else 1
 
 
@@ -499,153 +569,198 @@ def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+async def wait_idle(max_wait_s: float, busy_below: float = 0.15) -> dict[str, Any]:
+    """Wait (up to ``max_wait_s``) until the machine has been idle for 2 s: this benchmark
+    measures scheduling on a small machine, and other jobs on it distort every number."""
+    waited = 0.0
+    while True:
+        a = machine_jiffies()
+        await asyncio.sleep(2.0)
+        b = machine_jiffies()
+        busy = (b[0] - a[0]) / max(1, b[1] - a[1])
+        if busy < busy_below or waited >= max_wait_s:
+            return {"waited_s": waited, "busy_before": round(busy, 3)}
+        if waited == 0.0:
+            log(f"  machine {100 * busy:.0f}% busy with other work; waiting up to {max_wait_s:g} s")
+        waited += 2.0
+
+
+@dataclass
+class Bench:
+    """What every batch shares: the pool, its worker pids, the servers and the plan."""
+
+    plan: Plan
+    pool: Any
+    worker_pids: list[int]
+    silent: list[FakeModelProcess]
+    echoes: list[FakeModelProcess]
+
+    wait_idle_s: float
+
+    async def batch(
+        self,
+        n: int,
+        servers: Sequence[FakeModelProcess],
+        context: np.ndarray,
+        settings: SessionSettings,
+        speech_end_s: float | None,
+    ) -> Batch:
+        idle = await wait_idle(self.wait_idle_s)
+        urls = [s.url for s in servers]
+        b = await run_batch(
+            n, urls, context, settings, speech_end_s, self.pool, (pids(servers), self.worker_pids)
+        )
+        b.idle_before = idle
+        return b
+
+
+def pids(servers: Sequence[FakeModelProcess]) -> list[int]:
+    """Server pids, for /proc CPU readings (FakeModelProcess keeps its process private)."""
+    return [p.pid for s in servers if (p := getattr(s, "_proc", None)) is not None]
+
+
+def fake(behaviour: str, *args: str) -> FakeModelProcess:
+    return FakeModelProcess(PROTOCOL, behaviour, *args)
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     plan = make_plan(args)
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
     result: dict[str, Any] = {
         "command": " ".join(["python", *sys.argv]),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "plan": vars(plan) | {"quick": bool(args.quick)},
+        "plan": vars(plan) | {"quick": bool(args.quick), "parts": sorted(parts)},
         "targets": TARGETS,
         "switch_interval_s": SWITCH_INTERVAL_S,
     }
-    pace_ctx = pacing_context(plan.pacing_context_s)
-    drift_ctx = pacing_context(plan.drift_context_s)
-    lat_ctx = latency_context()
-    n_silent = max([servers_for(n, plan) for n in (*plan.sizes, plan.drift_sessions)])
+    contexts = {
+        "pacing": pacing_context(plan.pacing_context_s),
+        "drift": pacing_context(plan.drift_context_s),
+        "latency": latency_context(),
+    }
+    sizes = list(plan.sizes) if "pacing" in parts else []
+    if "drift" in parts:
+        sizes.append(plan.drift_sessions)
+    n_silent = max((servers_for(n, plan) for n in sizes), default=0)
+    latencies = plan.latencies if "latency" in parts else ()
     with worker_pool() as pool:
         loop = asyncio.get_running_loop()
-        ends = {}
-        for name, ctx in (("pacing", pace_ctx), ("drift", drift_ctx), ("latency", lat_ctx)):
-            # measured once, in the pool (this also starts the pool's worker before any session)
+        ends: dict[str, float | None] = {}
+        for name, ctx in contexts.items():
+            # measured once, in the pool, as the runner does before a session starts (this also
+            # starts the pool's worker before the first session)
             ends[name] = await loop.run_in_executor(pool, speech_end, ctx, CONTEXT_RATE)
-        worker_pids = list(getattr(pool, "_processes", {}) or {})
+        result["speech_end_s"] = ends
+        worker_pids = list(getattr(pool, "_processes", None) or {})
         async with contextlib.AsyncExitStack() as stack:
-            silent = [
-                await stack.enter_async_context(FakeModelProcess(PROTOCOL, "silent"))
-                for _ in range(n_silent)
-            ]
+            # every server is up before the first session starts
+            silent = [await stack.enter_async_context(fake("silent")) for _ in range(n_silent)]
             echoes = [
                 await stack.enter_async_context(
-                    FakeModelProcess(
-                        PROTOCOL,
-                        "delayed-echo",
-                        "--latency",
-                        str(lat),
-                        "--hangover",
-                        str(HANGOVER_S),
-                    )
+                    fake("delayed-echo", "--latency", str(lat), "--hangover", str(HANGOVER_S))
                 )
-                for lat in plan.latencies
+                for lat in latencies
             ]
             log(f"servers up: {len(silent)} silent, {len(echoes)} delayed-echo; pool {worker_pids}")
+            bench = Bench(plan, pool, worker_pids, silent, echoes, args.wait_idle)
             interval = sys.getswitchinterval()
             sys.setswitchinterval(SWITCH_INTERVAL_S)  # as the runner does during a run
             try:
-                result["pacing"] = await pacing(
-                    plan, silent, pace_ctx, ends["pacing"], pool, worker_pids
-                )
-                result["drift"] = await drift(
-                    plan, silent, drift_ctx, ends["drift"], pool, worker_pids
-                )
-                result["latency"] = await latency(
-                    plan, echoes, lat_ctx, ends["latency"], pool, worker_pids
-                )
+                if "pacing" in parts:
+                    result["pacing"] = await pacing(bench, contexts["pacing"], ends["pacing"])
+                if "drift" in parts:
+                    result["drift"] = await drift(bench, contexts["drift"], ends["drift"])
+                if "latency" in parts:
+                    result["latency"] = await latency(bench, contexts["latency"], ends["latency"])
             finally:
                 sys.setswitchinterval(interval)
-    result["verdict"] = verdict(result, plan)
+    result["verdict"] = verdict(result)
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return result
 
 
-def pids(servers: Sequence[FakeModelProcess]) -> list[int]:
-    return [p.pid for s in servers if (p := getattr(s, "_proc", None)) is not None]
-
-
-async def pacing(plan, silent, ctx, end_s, pool, worker_pids) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+async def pacing(bench: Bench, ctx: np.ndarray, end_s: float | None) -> list[dict[str, Any]]:
+    plan = bench.plan
     settings = SessionSettings(turns=TurnSettings(reply_timeout_s=plan.pacing_timeout_s))
     out = []
     for n in plan.sizes:
-        used = silent[: servers_for(n, plan)]
+        used = bench.silent[: servers_for(n, plan)]
         log(f"pacing: {n} sessions over {len(used)} silent server(s) ...")
-        b = await run_batch(
-            n, [s.url for s in used], ctx, settings, end_s, pool, (pids(used), worker_pids)
-        )
-        rep = batch_report(b, len(used))
+        b = await bench.batch(n, used, ctx, settings, end_s)
+        rep = batch_report(b, len(used)) | {"over_time": drift_report(b)}
         out.append(rep)
-        s = rep["send"]
+        s, c = rep["send"], rep["cpu_steady"] or rep["cpu"]
         log(
             f"  p50 {s['p50_ms']:.3f}  p99 {s['p99_ms']:.3f}  max {s['max_ms']:.3f} ms; "
-            f"client cpu {rep['cpu'].get('client')}; status {rep['status']}; {rep['wall_s']} s"
+            f"client {c.get('client')} servers {c.get('servers')} other {c.get('other_cores')} "
+            f"cores; status {rep['status']}; {rep['wall_s']} s"
         )
     return out
 
 
-async def drift(plan, silent, ctx, end_s, pool, worker_pids) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+async def drift(bench: Bench, ctx: np.ndarray, end_s: float | None) -> dict[str, Any]:
+    plan = bench.plan
     n = plan.drift_sessions
-    used = silent[: servers_for(n, plan)]
+    used = bench.silent[: servers_for(n, plan)]
     settings = SessionSettings(turns=TurnSettings(reply_timeout_s=plan.drift_timeout_s))
     log(f"drift: {n} sessions for ~{plan.drift_context_s + plan.drift_timeout_s:.0f} s ...")
-    b = await run_batch(
-        n, [s.url for s in used], ctx, settings, end_s, pool, (pids(used), worker_pids)
-    )
+    b = await bench.batch(n, used, ctx, settings, end_s)
     rep = batch_report(b, len(used)) | drift_report(b)
-    log(
-        f"  first 5 s p99 {rep['first_5s']['p99_ms']:.3f}, last 5 s p99 {rep['last_5s']['p99_ms']:.3f} ms"
-    )
+    first, last = rep["first_5s"], rep["last_5s"]
+    log(f"  p99 first 5 s {first['p99_ms']:.3f} ms, last 5 s {last['p99_ms']:.3f} ms")
     return rep
 
 
-async def latency(plan, echoes, ctx, end_s, pool, worker_pids) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+async def latency(bench: Bench, ctx: np.ndarray, end_s: float | None) -> list[dict[str, Any]]:
+    plan = bench.plan
     out = []
-    for lat, server in zip(plan.latencies, echoes, strict=True):
-        log(f"latency: {plan.latency_sessions} sessions, delayed-echo {lat} s ...")
-        b = await run_batch(
-            plan.latency_sessions, [server.url], ctx, SessionSettings(), end_s, pool,
-            (pids([server]), worker_pids),
-        )  # fmt: skip
-        rep = latency_report(b, lat)
-        rep["cpu"] = batch_report(b, 1)["cpu"]
+    for lat, server in zip(plan.latencies, bench.echoes, strict=True):
+        n = plan.latency_sessions
+        log(f"latency: {n} sessions, delayed-echo {lat} s, hangover {HANGOVER_S} s ...")
+        b = await bench.batch(n, [server], ctx, SessionSettings(), end_s)
+        rep = latency_report(b, lat) | {"cpu": batch_report(b, 1)["cpu"]}
         out.append(rep)
         log(
-            f"  p50 {rep.get('p50_error_ms')}  p99|e| {rep.get('p99_abs_error_ms')} ms; {rep['status']}"
+            f"  error p50 {rep.get('p50_error_ms')} p99|e| {rep.get('p99_abs_error_ms')} ms; "
+            f"{rep['status']}"
         )
     return out
 
 
-def verdict(r: dict[str, Any], plan: Plan) -> dict[str, Any]:
+def _target(value: float | None, target: float, **extra: Any) -> dict[str, Any]:
+    return {"value_ms": value, "target_ms": target, **extra} | {
+        "met": value is not None and value <= target
+    }
+
+
+def verdict(r: dict[str, Any]) -> dict[str, Any]:
     v: dict[str, Any] = {}
-    by_n = {p["sessions"]: p for p in r["pacing"]}
+    by_n = {p["sessions"]: p for p in r.get("pacing", [])}
     if 200 in by_n:
         s = by_n[200]["send"]
-        v["p99_at_200"] = {"value_ms": s["p99_ms"], "target_ms": TARGETS["p99_ms_at_200"],
-                           "met": s["p99_ms"] <= TARGETS["p99_ms_at_200"]}  # fmt: skip
-        v["max_at_200"] = {"value_ms": s["max_ms"], "target_ms": TARGETS["max_ms_at_200"],
-                           "met": s["max_ms"] <= TARGETS["max_ms_at_200"]}  # fmt: skip
+        v["p99 at 200 sessions"] = _target(s["p99_ms"], TARGETS["p99_ms_at_200"])
+        v["max at 200 sessions"] = _target(s["max_ms"], TARGETS["max_ms_at_200"])
     if 500 in by_n:
         s = by_n[500]["send"]
-        v["p99_at_500"] = {"value_ms": s["p99_ms"], "target_ms": TARGETS["p99_ms_at_500"],
-                           "met": s["p99_ms"] <= TARGETS["p99_ms_at_500"]}  # fmt: skip
-    d = r["drift"]
-    tol = TARGETS["drift_tolerance_ms"]
-    v["no_drift"] = {
-        "first_5s_p50_ms": d["first_5s"]["p50_ms"],
-        "last_5s_p50_ms": d["last_5s"]["p50_ms"],
-        "first_5s_p99_ms": d["first_5s"]["p99_ms"],
-        "last_5s_p99_ms": d["last_5s"]["p99_ms"],
-        "tolerance_ms": tol,
-        "met": d["last_5s"]["p50_ms"] <= d["first_5s"]["p50_ms"] + tol
-        and d["last_5s"]["p99_ms"] <= d["first_5s"]["p99_ms"] + tol,
-    }
-    for lat in r["latency"]:
-        e = lat.get("p99_abs_error_ms")
-        v[f"latency_{lat['injected_s']}"] = {
-            "p99_abs_error_ms": e,
-            "target_ms": TARGETS["latency_p99_abs_error_ms"],
-            "met": e is not None
-            and e <= TARGETS["latency_p99_abs_error_ms"]
-            and lat["measured"] == lat["sessions"],
+        v["p99 at 500 sessions"] = _target(s["p99_ms"], TARGETS["p99_ms_at_500"])
+    if "drift" in r:
+        first, last = r["drift"]["first_5s"], r["drift"]["last_5s"]
+        tol = TARGETS["drift_tolerance_ms"]
+        v["no drift (last 5 s vs first 5 s)"] = {
+            "p50_ms": f"{first['p50_ms']} -> {last['p50_ms']}",
+            "p99_ms": f"{first['p99_ms']} -> {last['p99_ms']}",
+            "max_ms": f"{first['max_ms']} -> {last['max_ms']}",
+            "tolerance_ms": tol,
+            "met": last["p50_ms"] <= first["p50_ms"] + tol
+            and last["p99_ms"] <= first["p99_ms"] + tol,
         }
+    for lat in r.get("latency", []):
+        all_measured = lat["measured"] == lat["sessions"]
+        v[f"latency {lat['injected_s']} s, p99 abs error"] = _target(
+            lat.get("p99_abs_error_ms") if all_measured else None,
+            TARGETS["latency_p99_abs_error_ms"],
+        )
     return v
 
 
@@ -663,7 +778,7 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "numpy": np.__version__,
-        "websockets": websockets.__version__,
+        "websockets": getattr(websockets, "__version__", "?"),
     }
 
 
@@ -683,83 +798,117 @@ def pct(x: float | None) -> str:
 
 
 def tables(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    if "pacing" in r:
+        lines += pacing_tables(r["pacing"])
+    if "pacing" in r or "drift" in r:
+        lines += memory_table([*r.get("pacing", []), *([r["drift"]] if "drift" in r else [])])
+    if "drift" in r:
+        lines += drift_table(r["drift"])
+    if "latency" in r:
+        lines += latency_table(r["latency"])
+    lines += ["### Targets", "", "| target | result | met |", "|---|---|---|"]
+    for name, v in r["verdict"].items():
+        shown = ", ".join(f"{k} {x}" for k, x in v.items() if k != "met")
+        lines.append(f"| {name} | {shown} | {'yes' if v['met'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def pacing_tables(runs: list[dict[str, Any]]) -> list[str]:
     lines = ["### Pacing (send error = actual - due send instant, all frames of all sessions)", ""]
     lines += [
         "| sessions | servers | frames | p50 ms | p99 ms | p99.9 ms | max ms | frames > 5 ms "
-        "| client CPU (run / steady) | server CPU (steady) | machine busy (steady) | status |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
+        "| status |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for p in r["pacing"]:
-        s, c, cs = p["send"], p["cpu"], p["cpu_steady"]
-        servers = " + ".join(pct(x) for x in cs.get("servers", [])) or "-"
+    for p in runs:
+        s = p["send"]
         status = ", ".join(f"{k} {v}" for k, v in p["status"].items())
         lines.append(
             f"| {p['sessions']} | {p['servers']} | {s['frames']} | {fmt(s['p50_ms'])} "
             f"| {fmt(s['p99_ms'])} | {fmt(s['p99_9_ms'])} | {fmt(s['max_ms'])} "
-            f"| {s['frames_over_5_ms']} | {pct(c.get('client'))} / {pct(cs.get('client'))} "
-            f"| {servers} | {pct(cs.get('machine_busy'))} | {status} |"
+            f"| {s['frames_over_5_ms']} | {status} |"
         )
-    lines += ["", "Steady state only (all sessions started + 1 s, none finished):", ""]
-    lines += ["| sessions | window s | p50 ms | p99 ms | max ms |", "|---:|---:|---:|---:|---:|"]
-    for p in r["pacing"]:
-        s = p["send_steady"]
-        if s:
-            lines.append(
-                f"| {p['sessions']} | {fmt(p['steady_window_s'], 1)} | {fmt(s['p50_ms'])} "
-                f"| {fmt(s['p99_ms'])} | {fmt(s['max_ms'])} |"
-            )
-    lines += ["", "### Memory (RSS of this process)", ""]
     lines += [
-        "| sessions | base MB | peak MB | per session KB | max GC pause ms |",
+        "",
+        "Steady state (from 1 s after the last session started to the first session's last "
+        "frame); CPU in cores (1.0 = one core fully busy), machine = share of all cores:",
+        "",
+        "| sessions | window s | p50 ms | p99 ms | max ms | client CPU (whole run) "
+        "| server CPU | pool CPU | other CPU | machine busy |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for p in runs:
+        s, c, cs = p["send_steady"], p["cpu"], p["cpu_steady"]
+        if not s:
+            cs = c
+        servers = " + ".join(fmt(x, 2) for x in cs.get("servers", [])) or "-"
+        pool = sum(x or 0 for x in cs.get("pool_workers", []))
+        lines.append(
+            f"| {p['sessions']} | {fmt(p['steady_window_s'], 1)} | {fmt(s.get('p50_ms'))} "
+            f"| {fmt(s.get('p99_ms'))} | {fmt(s.get('max_ms'))} "
+            f"| {fmt(cs.get('client'), 2)} ({fmt(c.get('client'), 2)}) | {servers} "
+            f"| {fmt(pool, 2)} | {fmt(cs.get('other_cores'), 2)} | {pct(cs.get('machine_busy'))} |"
+        )
+    lines.append("")
+    return lines
+
+
+def memory_table(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "### Memory (RSS of this process)",
+        "",
+        "| sessions | base MB | peak MB | per session KB | GC pauses max ms |",
         "|---:|---:|---:|---:|---:|",
     ]
-    for p in [*r["pacing"], r["drift"]]:
+    for p in runs:
         m = p["rss"]
-        tag = f"{p['sessions']}" + (" (drift)" if p is r["drift"] else "")
+        tag = f"{p['sessions']}" + (" (drift)" if "first_5s" in p else "")
         lines.append(
             f"| {tag} | {m['base_kb'] / 1024:.0f} | {m['peak_kb'] / 1024:.0f} "
             f"| {fmt(m['per_session_kb'], 0)} | {fmt(p['gc']['max_pause_ms'], 1)} |"
         )
-    d = r["drift"]
-    lines += [
-        "",
+    lines.append("")
+    return lines
+
+
+def drift_table(d: dict[str, Any]) -> list[str]:
+    lines = [
         f"### Drift ({d['sessions']} sessions, ~{d['stream_s_median']:.0f} s each)",
         "",
-        "| window | frames | p50 ms | p99 ms | max ms |",
+        "| window (of each session) | frames | p50 ms | p99 ms | max ms |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, s in (("first 5 s", d["first_5s"]), ("last 5 s", d["last_5s"])):
+    rows = [("first 5 s", d["first_5s"]), ("last 5 s", d["last_5s"])]
+    rows += [(f"{w['from_s']:.0f}-{w['to_s']:.0f} s", w) for w in d["windows"] if w["frames"]]
+    for name, s in rows:
         lines.append(
             f"| {name} | {s['frames']} | {fmt(s['p50_ms'])} | {fmt(s['p99_ms'])} "
             f"| {fmt(s['max_ms'])} |"
         )
-    for w in d["windows"]:
-        if w["frames"]:
-            lines.append(
-                f"| {w['from_s']:.0f}-{w['to_s']:.0f} s | {w['frames']} | {fmt(w['p50_ms'])} "
-                f"| {fmt(w['p99_ms'])} | {fmt(w['max_ms'])} |"
-            )
-    lines += [
-        "",
-        f"p50 trend over the 5 s windows: {d['p50_slope_ms_per_min']:+.4f} ms/min",
-        "",
+    lines += ["", f"p50 trend over the 5 s windows: {d['p50_slope_ms_per_min']:+.4f} ms/min", ""]
+    return lines
+
+
+def latency_table(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
         "### Latency truth (measured latency - injected latency)",
         "",
-        "| injected s | sessions | measured | p50 ms | p99 abs ms | max abs ms | min / max ms |",
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "| injected s | sessions | measured | p50 ms | p99 abs ms | max abs ms | min / max ms "
+        "| arrival delay at onset, median ms |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for lat in r["latency"]:
+    for lat in runs:
+        delays = [x for x in lat.get("onset_arrival_delay_ms", []) if x is not None]
         lines.append(
             f"| {lat['injected_s']} | {lat['sessions']} | {lat['measured']} "
             f"| {fmt(lat.get('p50_error_ms'))} | {fmt(lat.get('p99_abs_error_ms'))} "
             f"| {fmt(lat.get('max_abs_error_ms'))} | {fmt(lat.get('min_error_ms'))} / "
-            f"{fmt(lat.get('max_error_ms'))} |"
+            f"{fmt(lat.get('max_error_ms'))} "
+            f"| {fmt(float(np.median(delays)) if delays else None)} |"
         )
-    lines += ["", "### Targets", "", "| target | result | met |", "|---|---|---|"]
-    for name, v in r["verdict"].items():
-        shown = {k: x for k, x in v.items() if k != "met"}
-        lines.append(f"| {name} | {shown} | {'yes' if v['met'] else 'NO'} |")
-    return "\n".join(lines)
+    lines.append("")
+    return lines
 
 
 def main() -> int:
@@ -767,7 +916,23 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="reduced smoke run (under a minute)")
     p.add_argument("--out", type=Path, help="write every number as JSON here")
     p.add_argument("--sizes", default="1,50,200,500", help="concurrency levels of the pacing runs")
-    p.add_argument("--drift-sessions", type=int, default=200)
+    p.add_argument(
+        "--only", default="pacing,drift,latency", help="comma-separated parts to run (default all)"
+    )
+    p.add_argument(
+        "--wait-idle",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="before each batch, wait up to S s for other work on the machine to stop",
+    )
+    p.add_argument(
+        "--drift-sessions",
+        type=int,
+        default=50,
+        help="sessions of the 60 s drift run (default 50: on 2 cores 200 sessions saturate the "
+        "client, so a 200-session run measures overload, not drift)",
+    )
     p.add_argument("--drift-s", type=float, default=60.0, help="length of the drift sessions")
     p.add_argument(
         "--split-above",

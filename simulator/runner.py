@@ -175,8 +175,16 @@ async def _endpoint(profile: ModelProfile) -> AsyncIterator[str | None]:
         yield fake.url
 
 
-async def execute_run(bench: Benchmark, profile: ModelProfile, opts: RunOptions) -> list[ResultRow]:
-    """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store."""
+async def execute_run(
+    bench: Benchmark,
+    profile: ModelProfile,
+    opts: RunOptions,
+    progress: Progress | None = None,
+) -> list[ResultRow]:
+    """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store.
+
+    A ``progress`` shared by several concurrent runs shows them as one line; the caller closes it.
+    """
     if opts.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     client_class(profile.protocol)  # unknown protocol fails before anything starts
@@ -185,12 +193,16 @@ async def execute_run(bench: Benchmark, profile: ModelProfile, opts: RunOptions)
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)
-        progress = Progress(opts.run_id, len(todo), quiet=opts.quiet)
+        own_progress = progress is None
+        if progress is None:
+            progress = Progress(opts.run_id, 0, quiet=opts.quiet)
+        progress.total += len(todo)
         if todo:
             with worker_pool() as pool:
                 async with _endpoint(profile) as url:
                     await _run_all(todo, profile, url, opts, _Writer(store, pool), progress)
-        progress.close()
+        if own_progress:
+            progress.close()
         return store.rows()
     finally:
         store.close()

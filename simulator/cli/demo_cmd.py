@@ -17,6 +17,7 @@ from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile
+from simulator.progress import Progress
 from simulator.runner import execute_run
 from simulator.summary import RunSummary, render_summaries, summarise_rows
 
@@ -82,9 +83,13 @@ async def _run_models(
                 source=f"fake:{behaviour}@{args.protocol}",
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
-            rows = await execute_run(bench, profile, opts)
+            rows = await execute_run(bench, profile, opts, progress)
             return summarise_rows(opts.run_id, rows)
 
-        return list(
-            await asyncio.gather(*(one(b, s) for b, s in zip(behaviours, servers, strict=True)))
-        )
+        progress = Progress(prefix, 0, quiet=args.quiet)
+        try:
+            return list(
+                await asyncio.gather(*(one(b, s) for b, s in zip(behaviours, servers, strict=True)))
+            )
+        finally:
+            progress.close()

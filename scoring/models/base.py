@@ -1,0 +1,59 @@
+"""The emotion-model interface: a batch of 16 kHz mono float32 clips in, named dimensions out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core.emotions import EMOTIONS
+
+__all__ = ["MAX_CLIP_S", "SAMPLE_RATE", "EmotionModel", "clip_problem", "emotion_matrix"]
+
+SAMPLE_RATE = 16000
+MAX_CLIP_S = 30.0  # what MIRRORING scores: at most 30 s of the reply
+MIN_CLIP_S = 0.05
+
+
+class EmotionModel(ABC):
+    """Scores clips on named dimensions; the 12 MIRRORING emotions must be among them, under
+    their Empathic-Insight-Voice head names (``simulator.core.emotions.HEAD_NAMES``)."""
+
+    name: ClassVar[str]
+    comparable_with_mirroring: ClassVar[bool] = False  # True only for the benchmark's own scorer
+
+    @property
+    @abstractmethod
+    def dimensions(self) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def score(self, clips: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:
+        """(len(clips), len(dimensions)) raw scores. Clips are 16 kHz mono float32, already
+        checked with ``clip_problem``; longer than 30 s is cut to 30 s by the caller."""
+
+
+def clip_problem(clip: NDArray[np.float32], *, max_s: float = MAX_CLIP_S) -> str | None:
+    """Why a clip cannot be scored, or None. Per item, so one bad clip never fails a batch."""
+    x = np.asarray(clip)
+    if x.ndim != 1:
+        return f"expected mono 1-D samples, got shape {x.shape}"
+    if x.size < MIN_CLIP_S * SAMPLE_RATE:
+        return f"clip too short ({x.size} samples; at least {MIN_CLIP_S} s)"
+    if x.size > max_s * SAMPLE_RATE:
+        return f"clip too long ({x.size / SAMPLE_RATE:.1f} s; at most {max_s:g} s)"
+    if not np.all(np.isfinite(x)):
+        return "clip contains NaN or infinite samples"
+    return None
+
+
+def emotion_matrix(scores: NDArray[np.float32], dimensions: Sequence[str]) -> NDArray[np.float64]:
+    """The 12 MIRRORING emotions' columns, in ``EMOTIONS`` order."""
+    index = {name: i for i, name in enumerate(dimensions)}
+    missing = [e.head for e in EMOTIONS if e.head not in index]
+    if missing:
+        raise ValueError(f"scores lack the emotion dimension(s): {', '.join(missing)}")
+    cols = [index[e.head] for e in EMOTIONS]
+    return np.asarray(scores, dtype=np.float64)[:, cols]

@@ -1,0 +1,86 @@
+"""What callers of the scoring service see: ``ScoreResult`` and the ``Scoring`` interface.
+
+``ScoringClient`` (over zmq) and ``LocalScoring`` (in-process) both implement ``Scoring``;
+``open_scoring`` picks one: an endpoint means the service, no endpoint an in-process worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from scoring.service.errors import ScoringError
+from scoring.service.wire import Reply
+
+if TYPE_CHECKING:
+    from scoring.models.base import EmotionModel
+    from scoring.service.security import KeyInput
+
+__all__ = ["ScoreResult", "Scoring", "open_scoring"]
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """One clip's outcome: ``values`` (one per dimension) or ``error`` with its ``code``."""
+
+    scorer: str
+    dimensions: tuple[str, ...]
+    values: NDArray[np.float32] | None = field(compare=False)
+    error: str | None = None
+    code: str | None = None
+    retryable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def from_reply(cls, reply: Reply) -> ScoreResult:
+        if reply.ok:
+            return cls(reply.scorer, reply.dimensions, reply.values)
+        return cls(reply.scorer, reply.dimensions, None, reply.error or "error", reply.code, reply.retryable)
+
+    @classmethod
+    def failure(cls, scorer: str, code: str, message: str, *, retryable: bool | None = None) -> ScoreResult:
+        err = ScoringError(message, code=code, retryable=retryable)
+        return cls(scorer, (), None, f"{code}: {message}", code, err.retryable)
+
+    def raise_for_error(self) -> None:
+        if self.error is not None:
+            raise ScoringError(self.error, code=self.code, retryable=self.retryable)
+
+
+class Scoring(Protocol):
+    async def score(
+        self, clips: Sequence[NDArray[np.floating[Any]]], scorer: str, deadline_s: float
+    ) -> list[ScoreResult]:
+        """One result per clip, in order; ``deadline_s`` is seconds from now."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def open_scoring(
+    endpoint: str | None = None,
+    *,
+    server_public_key: KeyInput | None = None,
+    timeout_s: float = 120.0,
+    factory: Callable[[str], EmotionModel] | None = None,
+    device: str = "cpu",
+    model_path: Path | None = None,
+) -> Scoring:
+    """The service at ``endpoint`` (a broker's client endpoint), or, without one, an in-process
+    worker that loads scorers with ``factory`` (default ``load_scorer(name, device=,
+    model_path=)``)."""
+    if endpoint:
+        from scoring.service.client import ScoringClient
+
+        return ScoringClient(endpoint, server_public_key=server_public_key, timeout_s=timeout_s)
+    from scoring.service.local import LocalScoring
+
+    return LocalScoring(factory, device=device, model_path=model_path)

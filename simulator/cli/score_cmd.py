@@ -1,0 +1,118 @@
+"""``duplexsim score`` and ``duplexsim report``: scores for a run's replies and references, and the
+leaderboard of any number of runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.core.errors import ConfigError
+from simulator.scoring_run import score_run
+
+__all__ = ["make_scorer", "register", "report_runs", "score_runs"]
+
+AUTO = "auto"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("score", help="score each reply and reference of runs (cached per scorer)")
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    add_scorer_arguments(p)
+    p.set_defaults(func=_score)
+    r = sub.add_parser("report", help="leaderboard of scored runs: terminal, Markdown, HTML, JSON")
+    r.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    r.add_argument("--scorer", help="which cached scores to use (default: the run's best)")
+    r.add_argument("--out", type=Path, help="report folder (default runs/report-<time>)")
+    r.add_argument("--seed", type=int, default=0, help="seed of permutations and bootstrap")
+    r.set_defaults(func=_report)
+
+
+def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scoring")
+    g.add_argument("--scorer", default=AUTO,
+                   help="prosody, empathic-insight-voice-small or -large (default: "
+                   "empathic-insight-voice-small with --model-path, else prosody)")
+    g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
+    g.add_argument("--device", default="cpu", help="cpu or cuda:N (in-process scoring)")
+    g.add_argument("--endpoint", help="scoring service address, e.g. tcp://gpu-host:5555 "
+                   "(default: score in this process)")
+    g.add_argument("--server-key", type=Path,
+                   help="the broker's CURVE public key file (non-loopback endpoints)")
+
+
+def resolve_scorer_name(args: argparse.Namespace) -> str:
+    if args.scorer != AUTO:
+        return str(args.scorer)
+    return "empathic-insight-voice-small" if args.model_path else "prosody"
+
+
+def make_scorer(args: argparse.Namespace, name: str) -> Any:
+    """An async ``score(clips) -> results`` bound to a local scorer or the scoring service."""
+    if args.endpoint:
+        from scoring.service.client import ScoringClient
+
+        key = args.server_key.read_bytes() if args.server_key else None
+        client = ScoringClient(args.endpoint, server_public_key=key)
+
+        async def remote(clips: list[np.ndarray]) -> Sequence[Any]:
+            return await client.score(clips, name, deadline_s=600.0)
+
+        return remote
+    from scoring.service.local import LocalScoring
+
+    local = LocalScoring(name, model_path=args.model_path, device=args.device)
+
+    async def in_process(clips: list[np.ndarray]) -> Sequence[Any]:
+        return await local.score(clips, name, deadline_s=600.0)
+
+    return in_process
+
+
+async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
+    name = resolve_scorer_name(args)
+    score = make_scorer(args, name)
+    lines = []
+    for run_dir in run_dirs:
+        started = time.monotonic()
+        outcome = await score_run(run_dir, name, score)
+        lines.append(f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
+                     f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name})")
+        lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
+    return "\n".join(lines)
+
+
+def _score(args: argparse.Namespace) -> int:
+    _check_runs(args.run_dirs)
+    print(asyncio.run(score_runs(args, args.run_dirs)))
+    return 0
+
+
+def _check_runs(run_dirs: Sequence[Path]) -> None:
+    for run_dir in run_dirs:
+        if not run_dir.is_dir() or not any(run_dir.glob("results*.sqlite")):
+            raise ConfigError(f"{run_dir}: not a run directory (no results*.sqlite)")
+
+
+def report_runs(run_dirs: Sequence[Path], scorer: str | None, out: Path, seed: int
+                ) -> tuple[str, dict[str, Path]]:
+    from simulator.report.data import build_report
+    from simulator.report.tables import terminal_report
+    from simulator.report.write import write_report
+
+    reports = [build_report(d, scorer, seed=seed) for d in run_dirs]
+    return terminal_report(reports), write_report(reports, out)
+
+
+def _report(args: argparse.Namespace) -> int:
+    _check_runs(args.run_dirs)
+    out = args.out or args.run_dirs[0].parent / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
+    text, paths = report_runs(args.run_dirs, args.scorer, out, args.seed)
+    print(text)
+    print("\nreport: " + ", ".join(str(p) for p in paths.values()))
+    return 0

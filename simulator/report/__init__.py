@@ -1,0 +1,1 @@
+"""The leaderboard report: terminal table, Markdown, self-contained HTML, PNG plots and JSON."""

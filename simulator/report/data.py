@@ -1,0 +1,102 @@
+"""Assemble what a report shows: per run, the MIRRORING metrics from cached scores and the timing
+summary from the run's results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
+from scoring.models.base import emotion_matrix
+from simulator.core.errors import ConfigError
+from simulator.scoring_run import ScoreCache, cache_path
+from simulator.store import ResultRow, read_results
+from simulator.summary import RunSummary, summarise_rows
+
+__all__ = ["RunReport", "available_scorers", "build_report", "sample_scores"]
+
+COMPARABLE_SCORERS = ("empathic-insight-voice-small",)  # the scorer MIRRORING itself used
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: str
+    run_dir: Path
+    model: str
+    scorer: str
+    comparable: bool  # numbers can be set beside MIRRORING's published ones
+    metrics: MirroringMetrics
+    timing: RunSummary
+    unscored: dict[str, str]  # clip key -> why it has no score
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.timing
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "model": self.model,
+            "scorer": self.scorer,
+            "comparable_with_mirroring": self.comparable,
+            "metrics": self.metrics.to_dict(),
+            "timing": {
+                "samples": t.samples, "replied": t.replied, "no_reply": t.no_reply,
+                "failed": t.failed, "latency_p50_ms": t.latency_p50_ms,
+                "latency_p90_ms": t.latency_p90_ms, "reply_median_s": t.reply_median_s,
+                "overlapped": t.overlapped, "send_p99_ms": t.send_p99_ms,
+                "send_max_ms": t.send_max_ms, "failures": t.failures,
+            },
+            "unscored": self.unscored,
+        }
+
+
+def available_scorers(run_dir: Path) -> list[str]:
+    return sorted(p.stem for p in (run_dir / "scores").glob("*.json"))
+
+
+def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
+    values = cache.vector(key)
+    if values is None:
+        return None
+    return emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0]
+
+
+def sample_scores(rows: list[ResultRow], cache: ScoreCache) -> tuple[list[SampleScores], dict]:
+    """One SampleScores per result row; a reply or reference without a score is reported."""
+    samples: list[SampleScores] = []
+    unscored: dict[str, str] = {}
+    for row in rows:
+        failed = row.status == "failed"
+        reference = None if failed else _vector(cache, f"reference/{row.sample_id}")
+        reply = _vector(cache, f"reply/{row.sample_id}") if row.status == "ok" else None
+        if not failed and reference is None:
+            unscored[f"reference/{row.sample_id}"] = "no cached score"
+        if row.status == "ok" and reply is None:
+            # a reply that exists but has no score is not silence: leave the sample out
+            unscored[f"reply/{row.sample_id}"] = "no cached score"
+            reference = None
+        samples.append(SampleScores(sample_id=row.sample_id, emotion=row.emotion,
+                                    language=row.language, reference=reference, reply=reply,
+                                    failed=failed))
+    return samples, unscored
+
+
+def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunReport:
+    meta, rows = read_results(run_dir)
+    scorers = available_scorers(run_dir)
+    if scorer is None:
+        if not scorers:
+            raise ConfigError(f"{run_dir}: not scored yet (run `duplexsim score {run_dir}`)")
+        scorer = next((s for s in COMPARABLE_SCORERS if s in scorers), scorers[0])
+    elif scorer not in scorers:
+        raise ConfigError(f"{run_dir}: no scores from '{scorer}' "
+                          f"(run `duplexsim score {run_dir} --scorer {scorer}`)")
+    cache = ScoreCache(cache_path(run_dir, scorer), scorer)
+    samples, unscored = sample_scores(rows, cache)
+    metrics = compute_metrics(samples, seed=seed)
+    model = str(meta.get("model", {}).get("name", meta.get("run_id", run_dir.name)))
+    return RunReport(run_id=str(meta.get("run_id", run_dir.name)), run_dir=run_dir, model=model,
+                     scorer=scorer, comparable=scorer in COMPARABLE_SCORERS, metrics=metrics,
+                     timing=summarise_rows(run_dir.name, rows), unscored=unscored)

@@ -1,0 +1,111 @@
+"""The leaderboard as a terminal table and as Markdown."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from simulator.core.emotions import EMOTIONS
+from simulator.report.data import RunReport
+from simulator.textable import render_table
+
+__all__ = ["NOT_COMPARABLE", "leaderboard_rows", "markdown_report", "terminal_report"]
+
+NOT_COMPARABLE = (
+    "NOT COMPARABLE WITH MIRRORING: scored with '{scorer}', not Empathic-Insight-Voice-Small; "
+    "these numbers only rank runs scored the same way."
+)
+HEADERS = ["#", "model", "run", "match rate", "shuffled", "lift (pp)", "p", "cosine",
+           "target", "ref", "N", "reply rate", "latency p50 ms", "failed"]
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if x is None or math.isnan(x) else fmt.format(x)
+
+
+def ranked(reports: Sequence[RunReport]) -> list[RunReport]:
+    def key(r: RunReport) -> float:
+        m = r.metrics.match_rate
+        return -1.0 if math.isnan(m) else m
+
+    return sorted(reports, key=key, reverse=True)
+
+
+def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    rows = []
+    for rank, r in enumerate(ranked(reports), start=1):
+        m = r.metrics
+        lift = m.ci.get("lift_pp")
+        lift_text = _num(m.lift_pp, "{:+.1f}")
+        if lift is not None and not math.isnan(lift.low):
+            lift_text += f" [{lift.low:+.1f}, {lift.high:+.1f}]"
+        rows.append([str(rank), r.model, r.run_id, _pct(m.match_rate), _pct(m.shuffled_baseline),
+                     lift_text, _num(m.p_value), _num(m.cosine), _num(m.target_score),
+                     _num(m.ref_score), str(m.n), _pct(m.reply_rate),
+                     _num(r.timing.latency_p50_ms, "{:.0f}"), str(m.n_failed)])
+    return rows
+
+
+def _scorer_notes(reports: Sequence[RunReport]) -> list[str]:
+    return sorted({NOT_COMPARABLE.format(scorer=r.scorer) for r in reports if not r.comparable})
+
+
+def _per_emotion_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    rows = []
+    for e in EMOTIONS:
+        cells = [e.display]
+        for r in ranked(reports):
+            group = r.metrics.per_emotion.get(e.name)
+            cells.append("-" if group is None else f"{_pct(group.match_rate)} ({group.n})")
+        rows.append(cells)
+    return rows
+
+
+def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    languages = sorted({lang for r in reports for lang in r.metrics.per_language})
+    rows = []
+    for lang in languages:
+        cells = [lang]
+        for r in ranked(reports):
+            group = r.metrics.per_language.get(lang)
+            cells.append("-" if group is None else f"{_pct(group.match_rate)} ({group.n})")
+        rows.append(cells)
+    return rows
+
+
+def terminal_report(reports: Sequence[RunReport]) -> str:
+    runs = [r.run_id for r in ranked(reports)]
+    parts = [*_scorer_notes(reports), "", render_table(HEADERS, leaderboard_rows(reports)), "",
+             "match rate by emotion (N):",
+             render_table(["emotion", *runs], _per_emotion_rows(reports)), "",
+             "match rate by language (N):",
+             render_table(["language", *runs], _per_language_rows(reports))]
+    return "\n".join(parts).lstrip("\n")
+
+
+def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) -> str:
+    runs = [r.run_id for r in ranked(reports)]
+    notes = [f"> **{note}**" for note in _scorer_notes(reports)]
+    m = reports[0].metrics if reports else None
+    method = ("" if m is None else
+              f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
+              f"intervals: 95% bootstrap over samples ({m.bootstrap} resamples). "
+              "A sample where the model never replied counts as a non-match.")
+    parts = ["# MIRRORING leaderboard", "", *notes, "" if notes else "",
+             _markdown_table(HEADERS, leaderboard_rows(reports)), "", method, "",
+             "## Match rate by emotion", "",
+             _markdown_table(["emotion", *runs], _per_emotion_rows(reports)), "",
+             "## Match rate by language", "",
+             _markdown_table(["language", *runs], _per_language_rows(reports)), ""]
+    parts += [f"![{p}]({p})" for p in plots]
+    return "\n".join(parts) + "\n"

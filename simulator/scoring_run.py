@@ -1,0 +1,189 @@
+"""Scoring a run: cut each reply and reference to what MIRRORING scores, send them to a scorer,
+and cache the scores per scorer in the run directory so a second call is instant.
+
+What is scored: the model's reply from its first to its last voiced frame, 16 kHz mono, at most
+30 s; and Speaker B's reference reply, 16 kHz mono, at most 30 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
+from simulator.core.audio import read_audio, resample
+from simulator.core.errors import ConfigError, InputError
+from simulator.recording import read_meta
+from simulator.store import ResultRow, read_results
+
+__all__ = ["ClipJob", "ScoreCache", "ScoreOutcome", "collect_clips", "score_run"]
+
+CACHE_VERSION = 1
+BATCH = 16
+
+
+class ScoreLike(Protocol):
+    dimensions: Sequence[str]
+    values: NDArray[np.float32] | None
+    error: str | None
+
+
+Scorer = Callable[[list[NDArray[np.float32]]], Awaitable[Sequence[ScoreLike]]]
+
+
+@dataclass(frozen=True)
+class ClipJob:
+    key: str  # "reply/<sample-id>" or "reference/<sample-id>"
+    samples: NDArray[np.float32]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.samples.tobytes()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class ScoreOutcome:
+    scored: int  # newly scored
+    cached: int  # taken from the cache
+    errors: dict[str, str]  # key -> why it could not be scored
+
+
+def cut_reply(
+    output: NDArray[np.float32], rate: int, onset_s: float, duration_s: float
+) -> NDArray[np.float32]:
+    """The reply from its first to its last voiced frame, at 16 kHz, at most 30 s."""
+    lo = round(onset_s * rate)
+    hi = lo + round(min(duration_s, MAX_CLIP_S) * rate)
+    return resample(output[lo:hi], rate, SAMPLE_RATE)[: int(MAX_CLIP_S * SAMPLE_RATE)]
+
+
+def _reply_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
+    if row.status != "ok" or row.onset_s is None or row.reply_duration_s is None or not row.bundle:
+        return None
+    audio = read_audio(run_dir / row.bundle / "output.wav", max_duration_s=3600)
+    clip = cut_reply(audio.samples, audio.sample_rate, row.onset_s, row.reply_duration_s)
+    return ClipJob(f"reply/{row.sample_id}", clip)
+
+
+def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob:
+    meta = read_meta(run_dir / row.bundle) if row.bundle else {}
+    path = meta.get("sample", {}).get("reference")
+    if not path:
+        raise ConfigError(f"{run_dir}: session {row.sample_id} records no reference path")
+    audio = read_audio(path, sample_rate=SAMPLE_RATE)
+    return ClipJob(f"reference/{row.sample_id}", audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)])
+
+
+def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
+    """Every reply and reference of a run, and the problems of those that cannot be cut."""
+    _, rows = read_results(run_dir)
+    jobs: list[ClipJob] = []
+    problems: dict[str, str] = {}
+    for row in rows:
+        if row.status == "failed":
+            continue
+        for kind, make in (("reply", _reply_job), ("reference", _reference_job)):
+            try:
+                job = make(run_dir, row)
+            except InputError as exc:
+                problems[f"{kind}/{row.sample_id}"] = str(exc)
+                continue
+            if job is not None:
+                jobs.append(job)
+    return jobs, problems
+
+
+class ScoreCache:
+    """``scores/<scorer>.json`` in a run directory: values per clip key, tied to the clip's digest."""
+
+    def __init__(self, path: Path, scorer: str) -> None:
+        self.path = path
+        self.scorer = scorer
+        self.dimensions: list[str] = []
+        self.items: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(
+                f"{self.path}: unreadable score cache ({exc}); delete it to rescore"
+            ) from None
+        if data.get("version") != CACHE_VERSION or data.get("scorer") != self.scorer:
+            return  # stale format or another scorer: start afresh
+        self.dimensions = list(data["dimensions"])
+        self.items = dict(data["items"])
+
+    def get(self, job: ClipJob) -> list[float] | None:
+        item = self.items.get(job.key)
+        if item is None or item.get("digest") != job.digest:
+            return None
+        values: list[float] = item["values"]
+        return values
+
+    def put(self, job: ClipJob, dimensions: Sequence[str], values: Sequence[float]) -> None:
+        if self.dimensions and list(dimensions) != self.dimensions:
+            self.items.clear()  # the scorer's dimensions changed: older values do not line up
+        self.dimensions = list(dimensions)
+        self.items[job.key] = {"digest": job.digest, "values": [float(v) for v in values]}
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "version": CACHE_VERSION,
+            "scorer": self.scorer,
+            "dimensions": self.dimensions,
+            "items": self.items,
+        }
+        fd, tmp = tempfile.mkstemp(prefix=".scores.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def vector(self, key: str) -> list[float] | None:
+        item = self.items.get(key)
+        return None if item is None else list(item["values"])
+
+
+def cache_path(run_dir: Path, scorer: str) -> Path:
+    return run_dir / "scores" / f"{scorer}.json"
+
+
+async def score_run(
+    run_dir: Path, scorer: str, score: Scorer, *, batch: int = BATCH
+) -> ScoreOutcome:
+    """Score every clip of a run that the cache lacks; the cache is saved after every batch."""
+    jobs, errors = collect_clips(run_dir)
+    cache = ScoreCache(cache_path(run_dir, scorer), scorer)
+    todo = [job for job in jobs if cache.get(job) is None]
+    for start in range(0, len(todo), batch):
+        chunk = todo[start : start + batch]
+        results = await score([job.samples for job in chunk])
+        for job, result in zip(chunk, results, strict=True):
+            if result.error is not None or result.values is None:
+                errors[job.key] = result.error or "no scores"
+            else:
+                cache.put(job, result.dimensions, result.values.tolist())
+        cache.save()
+    if not todo and not cache.path.exists():
+        cache.save()
+    return ScoreOutcome(
+        scored=len(todo) - sum(1 for j in todo if j.key in errors),
+        cached=len(jobs) - len(todo),
+        errors=errors,
+    )
