@@ -43,7 +43,7 @@ CONTEXT_RATE = 16000
 
 @dataclass(frozen=True)
 class SessionSettings:
-    frame_ms: int = 20
+    frame_ms: int | None = None  # None: the client's preferred frame size (20 ms for pcm-ws)
     turns: TurnSettings = field(default_factory=TurnSettings)
     vad: VadConfig = field(default_factory=VadConfig)
     stall_timeout_s: float = (
@@ -66,7 +66,7 @@ class SessionSettings:
     def from_description(cls, data: dict[str, Any]) -> SessionSettings:
         """The inverse of ``describe``, for replaying a recorded session with its own settings."""
         return cls(
-            frame_ms=int(data["frame_ms"]),
+            frame_ms=None if data["frame_ms"] is None else int(data["frame_ms"]),
             turns=TurnSettings(**data["turns"]),
             vad=VadConfig(**data["vad"]),
             stall_timeout_s=float(data["stall_timeout_s"]),
@@ -115,8 +115,9 @@ class _Session:
         self.caps = client.capabilities
         self.settings = settings
         self.clock = clock
-        self.schedule = Schedule(settings.frame_ms / 1000.0)
-        frame_len = self.caps.input_rate * settings.frame_ms // 1000
+        self.frame_ms = settings.frame_ms or self.caps.frame_ms
+        self.schedule = Schedule(self.frame_ms / 1000.0)
+        frame_len = self.caps.input_rate * self.frame_ms // 1000
         self.frames = frame_signal(resample(context, CONTEXT_RATE, self.caps.input_rate), frame_len)
         self.silence = np.zeros(frame_len, dtype=np.float32)
         self.context_end_s = self.schedule.due(len(self.frames))
@@ -263,7 +264,14 @@ async def run_session(
             await client.connect()
             s.t0 = s.last_rx = clock()
             client.timeline_started(s.t0)
-            s.log(0.0, "local", "start")
+            s.log(
+                0.0,
+                "local",
+                "start",
+                frame_ms=s.frame_ms,
+                input_rate=s.caps.input_rate,
+                output_rate=s.caps.output_rate,
+            )
             await _stream(s)
     except SessionError as exc:
         error = exc

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from scoring.models.base import EmotionModel
     from scoring.service.security import KeyInput
 
-__all__ = ["ScoreResult", "Scoring", "open_scoring"]
+__all__ = ["ScoreResult", "Scoring", "open_scoring", "registry_factory"]
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,19 @@ class ScoreResult:
     def from_reply(cls, reply: Reply) -> ScoreResult:
         if reply.ok:
             return cls(reply.scorer, reply.dimensions, reply.values)
-        return cls(reply.scorer, reply.dimensions, None, reply.error or "error", reply.code, reply.retryable)
+        return cls(
+            reply.scorer,
+            reply.dimensions,
+            None,
+            reply.error or "error",
+            reply.code,
+            reply.retryable,
+        )
 
     @classmethod
-    def failure(cls, scorer: str, code: str, message: str, *, retryable: bool | None = None) -> ScoreResult:
+    def failure(
+        cls, scorer: str, code: str, message: str, *, retryable: bool | None = None
+    ) -> ScoreResult:
         err = ScoringError(message, code=code, retryable=retryable)
         return cls(scorer, (), None, f"{code}: {message}", code, err.retryable)
 
@@ -84,3 +93,16 @@ def open_scoring(
     from scoring.service.local import LocalScoring
 
     return LocalScoring(factory, device=device, model_path=model_path)
+
+
+def registry_factory(
+    device: str = "cpu", model_path: Path | None = None
+) -> Callable[[str], EmotionModel]:
+    """``name -> load_scorer(name, device=, model_path=)``, importing the registry on first use."""
+
+    def load(name: str) -> EmotionModel:
+        from scoring.models import load_scorer
+
+        return load_scorer(name, model_path=model_path, device=device)
+
+    return load

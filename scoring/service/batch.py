@@ -84,13 +84,17 @@ def run_batch(
     valid: list[int] = []
     for i, req in enumerate(requests):
         if req.header.deadline <= wall:
-            replies[i] = error_reply(req.header.id, scorer, DEADLINE, "deadline passed before scoring")
+            replies[i] = error_reply(
+                req.header.id, scorer, DEADLINE, "deadline passed before scoring"
+            )
         elif (problem := clip_problem(req.samples)) is not None:
             replies[i] = error_reply(req.header.id, scorer, INVALID_CLIP, problem)
         else:
             valid.append(i)
     if valid:
-        for i, reply in zip(valid, _score(model, scorer, [requests[i] for i in valid]), strict=True):
+        for i, reply in zip(
+            valid, _score(model, scorer, [requests[i] for i in valid]), strict=True
+        ):
             replies[i] = reply
     return [r for r in replies if r is not None]
 
@@ -100,7 +104,9 @@ def _score(model: EmotionModel, scorer: str, requests: list[Request]) -> list[Re
     try:
         scores = np.asarray(model.score([r.samples for r in requests]), dtype=np.float32)
         if scores.shape != (len(requests), len(dims)):
-            raise ValueError(f"score() returned shape {scores.shape}, expected {(len(requests), len(dims))}")
+            raise ValueError(
+                f"score() returned shape {scores.shape}, expected {(len(requests), len(dims))}"
+            )
     except Exception as e:  # a scorer failure fails its batch, never the worker
         logger.exception("scorer %s failed on a batch of %d", scorer, len(requests))
         message = f"{type(e).__name__}: {e}"

@@ -7,6 +7,7 @@ Clients (DEALER) talk to the frontend, workers (DEALER) to the backend. All deci
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from types import TracebackType
@@ -81,7 +82,7 @@ class Broker:
         while not self._stop.is_set():
             now = time.monotonic()
             wait = min(max(self.dispatcher.next_wakeup(now) - now, 0.0), _POLL_MAX_S)
-            ready = dict(poller.poll(wait * 1000))
+            ready = dict(poller.poll(math.ceil(wait * 1000)))
             if self._back in ready:
                 self._drain(self._back, "worker")
             if self._front in ready:
@@ -101,7 +102,10 @@ class Broker:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 

@@ -95,7 +95,11 @@ _VERBS: dict[type, bytes] = {
 def encode(msg: ControlMessage) -> list[bytes]:
     head = [VERSION, _VERBS[type(msg)]]
     if isinstance(msg, Ready):
-        body = {"scorers": list(msg.scorers), "capacity": msg.capacity, "heartbeat_s": msg.heartbeat_s}
+        body = {
+            "scorers": list(msg.scorers),
+            "capacity": msg.capacity,
+            "heartbeat_s": msg.heartbeat_s,
+        }
         return [*head, json.dumps(body).encode()]
     if isinstance(msg, Work):
         return [*head, msg.token, *msg.request]
@@ -132,7 +136,9 @@ def _ready(raw: bytes) -> Ready:
         raise WireError(f"READY body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise WireError("READY body must be a JSON object")
-    scorers, capacity, beat = obj.get("scorers"), obj.get("capacity"), obj.get("heartbeat_s")
+    scorers: Any = obj.get("scorers")
+    capacity: Any = obj.get("capacity")
+    beat: Any = obj.get("heartbeat_s")
     if not (isinstance(scorers, list) and scorers and all(isinstance(s, str) for s in scorers)):
         raise WireError("READY 'scorers' must be a non-empty list of names")
     if type(capacity) is not int or capacity < 1:

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from scoring.service import control, wire
-from scoring.service.errors import BAD_REQUEST, BUSY, DEADLINE, SCORER_FAILED, WORKER_LOST, WireError
+from scoring.service.errors import (
+    BAD_REQUEST,
+    BUSY,
+    DEADLINE,
+    SCORER_FAILED,
+    WORKER_LOST,
+    WireError,
+)
 
 __all__ = ["BrokerStats", "Dispatcher", "Send"]
 
@@ -124,7 +131,9 @@ class Dispatcher:
 
     # ---- events ---------------------------------------------------------------------------
 
-    def on_client(self, client: bytes, frames: Sequence[bytes], *, now: float, wall: float) -> list[Send]:
+    def on_client(
+        self, client: bytes, frames: Sequence[bytes], *, now: float, wall: float
+    ) -> list[Send]:
         """A request from ``client``; ``wall`` is unix time now, to place its deadline."""
         self.stats.received += 1
         try:
@@ -136,14 +145,18 @@ class Dispatcher:
         deadline = now + (header.deadline - wall)
         if deadline <= now:
             self.stats.expired += 1
-            reply = wire.error_reply(header.id, header.scorer, DEADLINE, "deadline passed before the broker received it")
+            reply = wire.error_reply(
+                header.id, header.scorer, DEADLINE, "deadline passed before the broker received it"
+            )
             return [self._reply(client, reply)]
         if (client, header.id) in self._by_request:
             self.stats.repeated_requests += 1
             return []
         if len(self._queue) >= self.queue_size:
             self.stats.busy += 1
-            reply = wire.error_reply(header.id, header.scorer, BUSY, f"broker queue is full ({self.queue_size} waiting)")
+            reply = wire.error_reply(
+                header.id, header.scorer, BUSY, f"broker queue is full ({self.queue_size} waiting)"
+            )
             return [self._reply(client, reply)]
         job = _Job(next(self._tokens), client, header.id, header.scorer, deadline, list(frames))
         self._jobs[job.token] = job
@@ -189,7 +202,9 @@ class Dispatcher:
         for job in [j for j in self._jobs.values() if j.deadline <= now]:
             self.stats.expired += 1
             where = "at a worker" if job.worker is not None else self._waiting_reason(job)
-            reply = wire.error_reply(job.request_id, job.scorer, DEADLINE, f"deadline passed {where}")
+            reply = wire.error_reply(
+                job.request_id, job.scorer, DEADLINE, f"deadline passed {where}"
+            )
             out.append(self._answer(job, reply))
         for worker in self._workers.values():
             if now >= worker.next_ping:
@@ -207,9 +222,13 @@ class Dispatcher:
 
     # ---- worker messages ------------------------------------------------------------------
 
-    def _on_ready(self, identity: bytes, worker: _Worker | None, msg: control.Ready, now: float) -> list[Send]:
+    def _on_ready(
+        self, identity: bytes, worker: _Worker | None, msg: control.Ready, now: float
+    ) -> list[Send]:
         if worker is None:
-            logger.info("worker %s ready: %s x%d", identity.hex(), ",".join(msg.scorers), msg.capacity)
+            logger.info(
+                "worker %s ready: %s x%d", identity.hex(), ",".join(msg.scorers), msg.capacity
+            )
             worker = _Worker(identity, frozenset(), 1, msg.heartbeat_s, 0.0, now + msg.heartbeat_s)
             self._workers[identity] = worker
         worker.scorers, worker.capacity = frozenset(msg.scorers), msg.capacity
@@ -230,7 +249,12 @@ class Dispatcher:
                 raise WireError(f"answered id '{reply.id}' for request '{job.request_id}'")
         except WireError as e:
             logger.warning("worker %s sent a malformed reply: %s", identity.hex(), e.message)
-            reply = wire.error_reply(job.request_id, job.scorer, SCORER_FAILED, f"malformed reply from worker: {e.message}")
+            reply = wire.error_reply(
+                job.request_id,
+                job.scorer,
+                SCORER_FAILED,
+                f"malformed reply from worker: {e.message}",
+            )
             return [self._answer(job, reply)]
         return [self._answer(job, msg.reply)]
 
@@ -249,7 +273,9 @@ class Dispatcher:
             job.worker = worker.identity
             worker.in_flight[token] = None
             self.stats.dispatched += 1
-            out.append(Send("worker", worker.identity, control.encode(control.Work(token, job.frames))))
+            out.append(
+                Send("worker", worker.identity, control.encode(control.Work(token, job.frames)))
+            )
             if all(w.free <= 0 for w in free):
                 break
         return out
@@ -265,7 +291,12 @@ class Dispatcher:
             job.requeues += 1
             job.worker = None
             if job.requeues > self.max_requeues:
-                reply = wire.error_reply(job.request_id, job.scorer, WORKER_LOST, f"{job.requeues} workers were lost while scoring it")
+                reply = wire.error_reply(
+                    job.request_id,
+                    job.scorer,
+                    WORKER_LOST,
+                    f"{job.requeues} workers were lost while scoring it",
+                )
                 out.append(self._answer(job, reply))
                 continue
             self.stats.requeued += 1

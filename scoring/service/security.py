@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import zmq
 import zmq.auth
@@ -82,13 +83,13 @@ def load_public_key(value: KeyInput) -> bytes:
     return _load_key(value, secret=False)
 
 
-def secure_server(socket: zmq.Socket[bytes], secret_key: bytes) -> None:
+def secure_server(socket: zmq.Socket[Any], secret_key: bytes) -> None:
     _require_curve()
     socket.curve_secretkey = secret_key
     socket.curve_server = True
 
 
-def secure_client(socket: zmq.Socket[bytes], server_public_key: bytes) -> None:
+def secure_client(socket: zmq.Socket[Any], server_public_key: bytes) -> None:
     """CURVE client with a fresh key pair of its own (the server authenticates, not the client)."""
     _require_curve()
     public, secret = zmq.curve_keypair()
@@ -104,7 +105,9 @@ def _load_key(value: KeyInput, *, secret: bool) -> bytes:
         return raw
     path = Path(value.decode() if isinstance(value, bytes) else value)
     if not path.is_file():
-        raise ConfigError(f"CURVE {kind} key: '{path}' is neither a 40-character Z85 key nor a file")
+        raise ConfigError(
+            f"CURVE {kind} key: '{path}' is neither a 40-character Z85 key nor a file"
+        )
     try:
         public, private = zmq.auth.load_certificate(str(path))
     except (ValueError, OSError) as e:

@@ -179,7 +179,9 @@ def decode_request(
 def request_id_of(frames: Sequence[bytes]) -> tuple[str, str]:
     """Best-effort (id, scorer) of a request that failed validation, for its error reply."""
     try:
-        obj = json.loads(frames[1]) if len(frames) > 1 and len(frames[1]) <= MAX_HEADER_BYTES else {}
+        obj = (
+            json.loads(frames[1]) if len(frames) > 1 and len(frames[1]) <= MAX_HEADER_BYTES else {}
+        )
     except (ValueError, TypeError):
         return "", ""
     if not isinstance(obj, dict):

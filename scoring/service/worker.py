@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -71,7 +72,9 @@ class ScoringWorker:
         self.max_message_bytes = max_message_bytes
         self.drain_timeout_s = drain_timeout_s
         self._server_key = load_public_key(server_public_key) if server_public_key else None
-        self._batcher: Batcher[WorkItem] = Batcher(max_batch=max_batch, max_wait_s=max_wait_ms / 1000)
+        self._batcher: Batcher[WorkItem] = Batcher(
+            max_batch=max_batch, max_wait_s=max_wait_ms / 1000
+        )
         self._ctx = context or zmq.Context.instance()
         self._stop = threading.Event()
         self._batches: queue.Queue[Batch[WorkItem] | None] = queue.Queue()
@@ -129,7 +132,7 @@ class ScoringWorker:
                 self._send(control.Bye())
                 return
             assert self._sock is not None
-            ready = dict(self._poller.poll(self._wait(now, next_beat) * 1000))
+            ready = dict(self._poller.poll(math.ceil(self._wait(now, next_beat) * 1000)))
             if self._wake in ready:
                 self._forward_results()
             if self._sock in ready and self._read_broker():
@@ -143,7 +146,9 @@ class ScoringWorker:
                 self._send(control.Heartbeat())
                 next_beat = now + self.heartbeat_s
             if now >= self._broker_expires:
-                logger.warning("broker %s silent for %d heartbeats; reconnecting", self.connect, self.liveness)
+                logger.warning(
+                    "broker %s silent for %d heartbeats; reconnecting", self.connect, self.liveness
+                )
                 self._reconnect(now)
 
     def _wait(self, now: float, next_beat: float) -> float:
@@ -158,7 +163,9 @@ class ScoringWorker:
             self._sock.close(linger=0)
             dropped = self._batcher.clear()
             if dropped:
-                logger.warning("dropped %d queued requests of the lost broker session", len(dropped))
+                logger.warning(
+                    "dropped %d queued requests of the lost broker session", len(dropped)
+                )
         sock: zmq.Socket[bytes] = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes)
@@ -204,7 +211,9 @@ class ScoringWorker:
         scorer = request.header.scorer
         if scorer not in self.models:
             served = ", ".join(self.models)
-            reply = wire.error_reply(request.header.id, scorer, UNKNOWN_SCORER, f"this worker serves {served}")
+            reply = wire.error_reply(
+                request.header.id, scorer, UNKNOWN_SCORER, f"this worker serves {served}"
+            )
             self._reply(msg.token, reply)
             return
         self._batcher.add(scorer, (msg.token, request), now)
@@ -238,7 +247,9 @@ class ScoringWorker:
         try:
             while (batch := self._batches.get()) is not None:
                 requests = [request for _, request in batch.items]
-                replies = run_batch(self.models[batch.scorer], batch.scorer, requests, wall=time.time())
+                replies = run_batch(
+                    self.models[batch.scorer], batch.scorer, requests, wall=time.time()
+                )
                 for (token, _), reply in zip(batch.items, replies, strict=True):
                     out.send_multipart([token, *wire.encode_reply(reply)], copy=False)
                 out.send(_BATCH_DONE)

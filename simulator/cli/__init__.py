@@ -8,12 +8,19 @@ import sys
 from collections.abc import Sequence
 
 from simulator import __version__
-from simulator.cli import benchmark_cmd, demo_cmd, replay_cmd, run_cmd, serve_cmd
+from simulator.cli import (
+    benchmark_cmd,
+    demo_cmd,
+    replay_cmd,
+    run_cmd,
+    score_cmd,
+    serve_cmd,
+)
 from simulator.core.errors import DuplexsimError
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (demo_cmd, run_cmd, replay_cmd, benchmark_cmd, serve_cmd)
+_COMMANDS = (demo_cmd, run_cmd, score_cmd, replay_cmd, benchmark_cmd, serve_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

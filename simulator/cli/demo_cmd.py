@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from simulator.cli.run_cmd import add_session_arguments, run_options
+from simulator.cli.score_cmd import add_scorer_arguments, report_runs, score_runs
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.fakes import FakeModelProcess
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--benchmark", type=Path, default=DEMO_BENCHMARK)
     p.add_argument("--limit", type=int, help="only the first N samples")
     p.add_argument("--run-prefix", help="run ids become PREFIX-BEHAVIOUR (default demo-<time>)")
+    p.add_argument("--no-score", action="store_true", help="skip scoring and the leaderboard")
     add_session_arguments(p)
+    add_scorer_arguments(p)
     p.set_defaults(func=_demo, concurrency=64)
 
 
@@ -57,9 +60,20 @@ def _demo(args: argparse.Namespace) -> int:
     summaries = asyncio.run(_run_models(bench, behaviours, args, prefix))
     print()
     print(render_summaries(summaries))
+    run_dirs = [args.runs_dir / f"{prefix}-{b}" for b in behaviours]
+    if not args.no_score:
+        print()
+        print(asyncio.run(score_runs(args, run_dirs)))
+        text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
+        print()
+        print(text)
+        print(
+            f"\nleaderboard: {paths['html']} (also {paths['markdown'].name}, "
+            f"{paths['json'].name} and the PNG plots beside it)"
+        )
     print(
         f"\nruns written to {args.runs_dir}/{prefix}-*; replay one with "
-        f"`duplexsim replay {args.runs_dir}/{prefix}-{behaviours[0]}`"
+        f"`duplexsim replay {run_dirs[0]}`"
     )
     return 1 if any(s.failed for s in summaries) else 0
 

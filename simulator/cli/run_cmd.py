@@ -22,7 +22,11 @@ __all__ = ["add_session_arguments", "register", "session_settings"]
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("session")
     g.add_argument("--concurrency", type=int, default=8, help="sessions at once (default 8)")
-    g.add_argument("--frame-ms", type=int, default=20, help="send frame size (default 20)")
+    g.add_argument(
+        "--frame-ms",
+        type=int,
+        help="send frame size in ms (default: the protocol's own, 20 for pcm-ws)",
+    )
     g.add_argument(
         "--hangover",
         type=float,
@@ -76,7 +80,7 @@ def session_settings(args: argparse.Namespace) -> SessionSettings:
 def run_options(
     args: argparse.Namespace, run_id: str, shard: tuple[int, int] | None = None
 ) -> RunOptions:
-    if args.frame_ms <= 0 or args.frame_ms > 1000:
+    if args.frame_ms is not None and not 0 < args.frame_ms <= 1000:
         raise ConfigError("--frame-ms must be between 1 and 1000")
     if args.retries < 0:
         raise ConfigError("--retries must be >= 0")

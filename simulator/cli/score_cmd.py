@@ -15,9 +15,10 @@ import numpy as np
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import score_run
 
-__all__ = ["make_scorer", "register", "report_runs", "score_runs"]
+__all__ = ["register", "report_runs", "score_runs"]
 
 AUTO = "auto"
+SCORE_DEADLINE_S = 600.0  # per batch of clips; a CPU scorer may take a while
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,15 +36,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("scoring")
-    g.add_argument("--scorer", default=AUTO,
-                   help="prosody, empathic-insight-voice-small or -large (default: "
-                   "empathic-insight-voice-small with --model-path, else prosody)")
+    g.add_argument(
+        "--scorer",
+        default=AUTO,
+        help="prosody, empathic-insight-voice-small or -large (default: "
+        "empathic-insight-voice-small with --model-path, else prosody)",
+    )
     g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     g.add_argument("--device", default="cpu", help="cpu or cuda:N (in-process scoring)")
-    g.add_argument("--endpoint", help="scoring service address, e.g. tcp://gpu-host:5555 "
-                   "(default: score in this process)")
-    g.add_argument("--server-key", type=Path,
-                   help="the broker's CURVE public key file (non-loopback endpoints)")
+    g.add_argument(
+        "--endpoint",
+        help="scoring service address, e.g. tcp://gpu-host:5555 (default: score in this process)",
+    )
+    g.add_argument(
+        "--server-key",
+        type=Path,
+        help="the broker's CURVE public key file (non-loopback endpoints)",
+    )
 
 
 def resolve_scorer_name(args: argparse.Namespace) -> str:
@@ -52,38 +61,32 @@ def resolve_scorer_name(args: argparse.Namespace) -> str:
     return "empathic-insight-voice-small" if args.model_path else "prosody"
 
 
-def make_scorer(args: argparse.Namespace, name: str) -> Any:
-    """An async ``score(clips) -> results`` bound to a local scorer or the scoring service."""
-    if args.endpoint:
-        from scoring.service.client import ScoringClient
-
-        key = args.server_key.read_bytes() if args.server_key else None
-        client = ScoringClient(args.endpoint, server_public_key=key)
-
-        async def remote(clips: list[np.ndarray]) -> Sequence[Any]:
-            return await client.score(clips, name, deadline_s=600.0)
-
-        return remote
-    from scoring.service.local import LocalScoring
-
-    local = LocalScoring(name, model_path=args.model_path, device=args.device)
-
-    async def in_process(clips: list[np.ndarray]) -> Sequence[Any]:
-        return await local.score(clips, name, deadline_s=600.0)
-
-    return in_process
-
-
 async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
+    from scoring.service.api import open_scoring
+
     name = resolve_scorer_name(args)
-    score = make_scorer(args, name)
+    scoring = open_scoring(
+        args.endpoint,
+        server_public_key=str(args.server_key) if args.server_key else None,
+        device=args.device,
+        model_path=args.model_path,
+    )
+
+    async def score(clips: list[np.ndarray]) -> Sequence[Any]:
+        return await scoring.score(clips, name, deadline_s=SCORE_DEADLINE_S)
+
     lines = []
-    for run_dir in run_dirs:
-        started = time.monotonic()
-        outcome = await score_run(run_dir, name, score)
-        lines.append(f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
-                     f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name})")
-        lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
+    try:
+        for run_dir in run_dirs:
+            started = time.monotonic()
+            outcome = await score_run(run_dir, name, score)
+            lines.append(
+                f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
+                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name})"
+            )
+            lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
+    finally:
+        await scoring.aclose()
     return "\n".join(lines)
 
 
@@ -99,8 +102,9 @@ def _check_runs(run_dirs: Sequence[Path]) -> None:
             raise ConfigError(f"{run_dir}: not a run directory (no results*.sqlite)")
 
 
-def report_runs(run_dirs: Sequence[Path], scorer: str | None, out: Path, seed: int
-                ) -> tuple[str, dict[str, Path]]:
+def report_runs(
+    run_dirs: Sequence[Path], scorer: str | None, out: Path, seed: int
+) -> tuple[str, dict[str, Path]]:
     from simulator.report.data import build_report
     from simulator.report.tables import terminal_report
     from simulator.report.write import write_report

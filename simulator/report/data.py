@@ -42,11 +42,17 @@ class RunReport:
             "comparable_with_mirroring": self.comparable,
             "metrics": self.metrics.to_dict(),
             "timing": {
-                "samples": t.samples, "replied": t.replied, "no_reply": t.no_reply,
-                "failed": t.failed, "latency_p50_ms": t.latency_p50_ms,
-                "latency_p90_ms": t.latency_p90_ms, "reply_median_s": t.reply_median_s,
-                "overlapped": t.overlapped, "send_p99_ms": t.send_p99_ms,
-                "send_max_ms": t.send_max_ms, "failures": t.failures,
+                "samples": t.samples,
+                "replied": t.replied,
+                "no_reply": t.no_reply,
+                "failed": t.failed,
+                "latency_p50_ms": t.latency_p50_ms,
+                "latency_p90_ms": t.latency_p90_ms,
+                "reply_median_s": t.reply_median_s,
+                "overlapped": t.overlapped,
+                "send_p99_ms": t.send_p99_ms,
+                "send_max_ms": t.send_max_ms,
+                "failures": t.failures,
             },
             "unscored": self.unscored,
         }
@@ -77,9 +83,16 @@ def sample_scores(rows: list[ResultRow], cache: ScoreCache) -> tuple[list[Sample
             # a reply that exists but has no score is not silence: leave the sample out
             unscored[f"reply/{row.sample_id}"] = "no cached score"
             reference = None
-        samples.append(SampleScores(sample_id=row.sample_id, emotion=row.emotion,
-                                    language=row.language, reference=reference, reply=reply,
-                                    failed=failed))
+        samples.append(
+            SampleScores(
+                sample_id=row.sample_id,
+                emotion=row.emotion,
+                language=row.language,
+                reference=reference,
+                reply=reply,
+                failed=failed,
+            )
+        )
     return samples, unscored
 
 
@@ -91,12 +104,21 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
             raise ConfigError(f"{run_dir}: not scored yet (run `duplexsim score {run_dir}`)")
         scorer = next((s for s in COMPARABLE_SCORERS if s in scorers), scorers[0])
     elif scorer not in scorers:
-        raise ConfigError(f"{run_dir}: no scores from '{scorer}' "
-                          f"(run `duplexsim score {run_dir} --scorer {scorer}`)")
+        raise ConfigError(
+            f"{run_dir}: no scores from '{scorer}' "
+            f"(run `duplexsim score {run_dir} --scorer {scorer}`)"
+        )
     cache = ScoreCache(cache_path(run_dir, scorer), scorer)
     samples, unscored = sample_scores(rows, cache)
     metrics = compute_metrics(samples, seed=seed)
     model = str(meta.get("model", {}).get("name", meta.get("run_id", run_dir.name)))
-    return RunReport(run_id=str(meta.get("run_id", run_dir.name)), run_dir=run_dir, model=model,
-                     scorer=scorer, comparable=scorer in COMPARABLE_SCORERS, metrics=metrics,
-                     timing=summarise_rows(run_dir.name, rows), unscored=unscored)
+    return RunReport(
+        run_id=str(meta.get("run_id", run_dir.name)),
+        run_dir=run_dir,
+        model=model,
+        scorer=scorer,
+        comparable=scorer in COMPARABLE_SCORERS,
+        metrics=metrics,
+        timing=summarise_rows(run_dir.name, rows),
+        unscored=unscored,
+    )

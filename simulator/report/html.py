@@ -8,8 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.report.data import RunReport
-from simulator.report.tables import HEADERS, _per_emotion_rows, _per_language_rows, _scorer_notes
-from simulator.report.tables import leaderboard_rows, ranked
+from simulator.report.tables import (
+    HEADERS,
+    _per_emotion_rows,
+    _per_language_rows,
+    _scorer_notes,
+    leaderboard_rows,
+    ranked,
+)
 
 __all__ = ["html_report"]
 
@@ -48,8 +54,10 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return (f'<table class="sortable" id="{table_id}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+    return (
+        f'<table class="sortable" id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def _image(path: Path) -> str:
@@ -61,20 +69,29 @@ def html_report(reports: Sequence[RunReport], plots: Sequence[Path]) -> str:
     runs = [r.run_id for r in ranked(reports)]
     warnings = "".join(f'<p class="warn">{html.escape(n)}</p>' for n in _scorer_notes(reports))
     m = reports[0].metrics if reports else None
-    method = "" if m is None else (
-        f"<p class='note'>Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
-        f"lift interval: 95% bootstrap over samples ({m.bootstrap} resamples). A sample where the "
-        "model never replied counts in N as a non-match; infrastructure failures are excluded "
-        "and listed in the last column. Click a header to sort.</p>")
+    method = (
+        ""
+        if m is None
+        else (
+            f"<p class='note'>Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
+            f"lift interval: 95% bootstrap over samples ({m.bootstrap} resamples). A sample where the "
+            "model never replied counts in N as a non-match; infrastructure failures are excluded "
+            "and listed in the last column. Click a header to sort.</p>"
+        )
+    )
     sections = [
-        "<h1>MIRRORING leaderboard</h1>", warnings,
-        _table(HEADERS, leaderboard_rows(reports), "leaderboard"), method,
+        "<h1>MIRRORING leaderboard</h1>",
+        warnings,
+        _table(HEADERS, leaderboard_rows(reports), "leaderboard"),
+        method,
         "<h2>Match rate by emotion</h2>",
         _table(["emotion", *runs], _per_emotion_rows(reports), "by-emotion"),
         "<h2>Match rate by language</h2>",
         _table(["language", *runs], _per_language_rows(reports), "by-language"),
         *(_image(p) for p in plots),
     ]
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"
-            f"</title><style>{_STYLE}</style></head><body>{''.join(sections)}"
-            f"<script>{_SCRIPT}</script></body></html>\n")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"
+        f"</title><style>{_STYLE}</style></head><body>{''.join(sections)}"
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )

@@ -34,8 +34,13 @@ def emotion_bars(reports: Sequence[RunReport], path: Path) -> Path:
             group = r.metrics.per_emotion.get(e.name)
             values.append(np.nan if group is None else 100 * group.match_rate)
         ax.bar(x + (i - (len(reports) - 1) / 2) * width, values, width, label=r.run_id)
-    ax.axhline(100 / len(EMOTIONS), color="grey", linestyle="--", linewidth=1,
-               label="uniform chance (8.3%)")
+    ax.axhline(
+        100 / len(EMOTIONS),
+        color="grey",
+        linestyle="--",
+        linewidth=1,
+        label="uniform chance (8.3%)",
+    )
     ax.set_xticks(x, [e.display for e in EMOTIONS], rotation=30, ha="right")
     ax.set_ylabel("match rate (%)")
     ax.set_title("Match rate by reference emotion")
@@ -61,16 +66,23 @@ def language_heatmap(reports: Sequence[RunReport], path: Path) -> Path:
                     matches += group.matches
             if n:
                 grid[i, j] = 100 * matches / n
-    fig, ax = plt.subplots(figsize=(1.2 * len(languages) + 3, 6), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.2 * len(languages) + 3.5), 6), dpi=110)
     image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     ax.set_xticks(range(len(languages)), languages)
     ax.set_yticks(range(len(EMOTIONS)), [e.display for e in EMOTIONS])
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if not math.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center",
-                        color="white" if grid[i, j] < 60 else "black", fontsize=8)
-    ax.set_title("Match rate (%) by emotion and language, all runs pooled")
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.0f}",
+                    ha="center",
+                    va="center",
+                    color="white" if grid[i, j] < 60 else "black",
+                    fontsize=8,
+                )
+    ax.set_title("Match rate (%) by emotion and language\n(all runs pooled)")
     fig.colorbar(image, ax=ax, label="match rate (%)")
     fig.tight_layout()
     fig.savefig(path)

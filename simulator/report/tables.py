@@ -15,8 +15,22 @@ NOT_COMPARABLE = (
     "NOT COMPARABLE WITH MIRRORING: scored with '{scorer}', not Empathic-Insight-Voice-Small; "
     "these numbers only rank runs scored the same way."
 )
-HEADERS = ["#", "model", "run", "match rate", "shuffled", "lift (pp)", "p", "cosine",
-           "target", "ref", "N", "reply rate", "latency p50 ms", "failed"]
+HEADERS = [
+    "#",
+    "model",
+    "run",
+    "match rate",
+    "shuffled",
+    "lift (pp)",
+    "p",
+    "cosine",
+    "target",
+    "ref",
+    "N",
+    "reply rate",
+    "latency p50 ms",
+    "failed",
+]
 
 
 def _pct(x: float) -> str:
@@ -43,10 +57,24 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
         lift_text = _num(m.lift_pp, "{:+.1f}")
         if lift is not None and not math.isnan(lift.low):
             lift_text += f" [{lift.low:+.1f}, {lift.high:+.1f}]"
-        rows.append([str(rank), r.model, r.run_id, _pct(m.match_rate), _pct(m.shuffled_baseline),
-                     lift_text, _num(m.p_value), _num(m.cosine), _num(m.target_score),
-                     _num(m.ref_score), str(m.n), _pct(m.reply_rate),
-                     _num(r.timing.latency_p50_ms, "{:.0f}"), str(m.n_failed)])
+        rows.append(
+            [
+                str(rank),
+                r.model,
+                r.run_id,
+                _pct(m.match_rate),
+                _pct(m.shuffled_baseline),
+                lift_text,
+                _num(m.p_value),
+                _num(m.cosine),
+                _num(m.target_score),
+                _num(m.ref_score),
+                str(m.n),
+                _pct(m.reply_rate),
+                _num(r.timing.latency_p50_ms, "{:.0f}"),
+                str(m.n_failed),
+            ]
+        )
     return rows
 
 
@@ -79,11 +107,17 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
 
 def terminal_report(reports: Sequence[RunReport]) -> str:
     runs = [r.run_id for r in ranked(reports)]
-    parts = [*_scorer_notes(reports), "", render_table(HEADERS, leaderboard_rows(reports)), "",
-             "match rate by emotion (N):",
-             render_table(["emotion", *runs], _per_emotion_rows(reports)), "",
-             "match rate by language (N):",
-             render_table(["language", *runs], _per_language_rows(reports))]
+    parts = [
+        *_scorer_notes(reports),
+        "",
+        render_table(HEADERS, leaderboard_rows(reports)),
+        "",
+        "match rate by emotion (N):",
+        render_table(["emotion", *runs], _per_emotion_rows(reports)),
+        "",
+        "match rate by language (N):",
+        render_table(["language", *runs], _per_language_rows(reports)),
+    ]
     return "\n".join(parts).lstrip("\n")
 
 
@@ -97,15 +131,30 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) 
     runs = [r.run_id for r in ranked(reports)]
     notes = [f"> **{note}**" for note in _scorer_notes(reports)]
     m = reports[0].metrics if reports else None
-    method = ("" if m is None else
-              f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
-              f"intervals: 95% bootstrap over samples ({m.bootstrap} resamples). "
-              "A sample where the model never replied counts as a non-match.")
-    parts = ["# MIRRORING leaderboard", "", *notes, "" if notes else "",
-             _markdown_table(HEADERS, leaderboard_rows(reports)), "", method, "",
-             "## Match rate by emotion", "",
-             _markdown_table(["emotion", *runs], _per_emotion_rows(reports)), "",
-             "## Match rate by language", "",
-             _markdown_table(["language", *runs], _per_language_rows(reports)), ""]
+    method = (
+        ""
+        if m is None
+        else f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
+        f"intervals: 95% bootstrap over samples ({m.bootstrap} resamples). "
+        "A sample where the model never replied counts as a non-match."
+    )
+    parts = [
+        "# MIRRORING leaderboard",
+        "",
+        *notes,
+        "",
+        _markdown_table(HEADERS, leaderboard_rows(reports)),
+        "",
+        method,
+        "",
+        "## Match rate by emotion",
+        "",
+        _markdown_table(["emotion", *runs], _per_emotion_rows(reports)),
+        "",
+        "## Match rate by language",
+        "",
+        _markdown_table(["language", *runs], _per_language_rows(reports)),
+        "",
+    ]
     parts += [f"![{p}]({p})" for p in plots]
     return "\n".join(parts) + "\n"

@@ -32,9 +32,13 @@ def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]
     ordered = ranked(reports)
     bars = emotion_bars(ordered, out_dir / "match_by_emotion.png")
     heat = language_heatmap(ordered, out_dir / "match_by_emotion_language.png")
-    paths = {"png_emotion": bars, "png_heatmap": heat,
-             "markdown": out_dir / "leaderboard.md", "html": out_dir / "leaderboard.html",
-             "json": out_dir / "leaderboard.json"}
+    paths = {
+        "png_emotion": bars,
+        "png_heatmap": heat,
+        "markdown": out_dir / "leaderboard.md",
+        "html": out_dir / "leaderboard.html",
+        "json": out_dir / "leaderboard.json",
+    }
     _atomic_text(paths["markdown"], markdown_report(ordered, plots=[bars.name, heat.name]))
     _atomic_text(paths["html"], html_report(ordered, [bars, heat]))
     data = {"runs": [r.to_dict() for r in ordered]}

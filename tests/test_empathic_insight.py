@@ -1,0 +1,453 @@
+"""Empathic-Insight-Voice scorer on a tiny random checkpoint in the real file layout.
+
+The checkpoint has the real file names and state_dict keys (``proj.weight``, ``mlp.2.weight`` ...,
+optionally ``_orig_mod.``-prefixed), a Whisper encoder with the real sequence length (1500 frames,
+80 mels) but d_model 8 and one layer, and a saved ``WhisperFeatureExtractor``. Real weights and GPUs
+are only used by the ``live`` / ``gpu`` tests at the end (opt-in).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from scoring.models import load_scorer  # noqa: E402
+from scoring.models.base import emotion_matrix  # noqa: E402
+from scoring.models.empathic_insight import EmpathicInsightVoice, head_filename  # noqa: E402
+from simulator.core.emotions import HEAD_NAMES  # noqa: E402
+from simulator.core.errors import ConfigError  # noqa: E402
+
+SR = 16000
+D_MODEL = 8
+SEQ = 1500
+TOL = 1e-4
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+def tiny_whisper(d_model: int = D_MODEL, seed: int = 0) -> object:
+    torch.manual_seed(seed)
+    cfg = transformers.WhisperConfig(
+        vocab_size=100,
+        num_mel_bins=80,
+        d_model=d_model,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+        max_source_positions=SEQ,
+        max_target_positions=32,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=3,
+        suppress_tokens=[],
+        begin_suppress_tokens=[],
+    )
+    model = transformers.WhisperModel(cfg).eval()
+    with torch.no_grad():  # let the audio, not the positional embedding, dominate the states
+        model.encoder.conv1.weight.mul_(20.0)
+        model.encoder.conv2.weight.mul_(20.0)
+    return model
+
+
+def save_encoder(folder: Path, *, d_model: int = D_MODEL, extractor: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    tiny_whisper(d_model).save_pretrained(folder)
+    if extractor:
+        transformers.WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
+    return folder
+
+
+def head_state(
+    p: int, hidden: Sequence[int], seed: int, *, d_model: int = D_MODEL, prefix: str = ""
+) -> dict[str, torch.Tensor]:
+    """A random head under the real key names (independent of the scorer's own module)."""
+    gen = torch.Generator().manual_seed(seed)
+    widths = [p, *hidden, 1]
+    fan_ins = [SEQ * d_model, *widths[:-1]]
+    state = {}
+    for key, fan_in, fan_out in zip(
+        ("proj", "mlp.2", "mlp.5", "mlp.8", "mlp.11"), fan_ins, widths, strict=True
+    ):
+        scale = (4.0 if key == "proj" else 1.0) / math.sqrt(fan_in)
+        state[f"{prefix}{key}.weight"] = scale * torch.randn(fan_out, fan_in, generator=gen)
+        state[f"{prefix}{key}.bias"] = 0.5 + 0.3 * torch.randn(fan_out, generator=gen)  # live ReLUs
+    return state
+
+
+def save_heads(
+    folder: Path,
+    names: Sequence[str],
+    *,
+    p: int = 4,
+    hidden: Sequence[int] = (4, 3, 2),
+    prefix: str = "",
+    d_model: int = D_MODEL,
+    seed: int = 100,
+) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(names):
+        torch.save(
+            head_state(p, hidden, seed + i, d_model=d_model, prefix=prefix),
+            folder / head_filename(name),
+        )
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_encoder(tmp_path_factory.mktemp("eiv") / "encoder")
+
+
+@pytest.fixture
+def make_checkpoint(encoder_dir: Path, tmp_path: Path) -> Callable[..., Path]:
+    """A model folder: the encoder files plus heads at the top or under heads/."""
+
+    def make(
+        names: Sequence[str] = HEAD_NAMES, *, subdir: str = "", **head_options: object
+    ) -> Path:
+        root = tmp_path / "model"
+        shutil.copytree(encoder_dir, root, dirs_exist_ok=True)
+        save_heads(root / subdir if subdir else root, names, **head_options)  # type: ignore[arg-type]
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory, encoder_dir: Path) -> EmpathicInsightVoice:
+    root = tmp_path_factory.mktemp("eiv-model")
+    shutil.copytree(encoder_dir, root, dirs_exist_ok=True)
+    save_heads(root, HEAD_NAMES)
+    return EmpathicInsightVoice(model_path=root, batch_size=3)
+
+
+def speech(seconds: float, *, f0: float = 140.0, seed: int = 0) -> np.ndarray:
+    """Harmonics under a syllable envelope plus a little noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(round(seconds * SR)) / SR
+    tone = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 7))
+    x = tone * (0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)) + 0.02 * rng.standard_normal(t.size)
+    return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def clips() -> list[np.ndarray]:
+    return [
+        speech(s, f0=f, seed=i)
+        for i, (s, f) in enumerate(
+            [(1.0, 120.0), (3.5, 220.0), (0.4, 90.0), (7.0, 170.0), (2.0, 300.0)]
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def test_loads_the_twelve_mirroring_heads_by_default(
+    scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    assert scorer.dimensions == HEAD_NAMES
+    assert scorer.comparable_with_mirroring is True
+    assert scorer.precision == "fp32"
+    assert scorer.info["heads"]["Anger"] == [4, 4, 3, 2]
+    scores = scorer.score(clips)
+    assert scores.shape == (len(clips), 12) and scores.dtype == np.float32
+    assert np.all(np.isfinite(scores))
+    assert emotion_matrix(scores, scorer.dimensions).shape == (len(clips), 12)
+    # the random heads are not degenerate (dead ReLUs would make every comparison vacuous)
+    assert (scores.std(axis=0) > 1e-3).sum() >= 8
+
+
+def test_registry_builds_it(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint(["Anger", "Sadness"])
+    model = load_scorer(
+        "empathic-insight-voice-small", model_path=root, dimensions=["Sadness", "Anger"]
+    )
+    assert isinstance(model, EmpathicInsightVoice) and model.size == "small"
+    assert model.dimensions == ("Sadness", "Anger")
+
+
+def test_heads_in_a_heads_subfolder(
+    make_checkpoint: Callable[..., Path], scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    root = make_checkpoint(subdir="heads")
+    assert not list(root.glob("model_*_best.pth"))
+    sub = EmpathicInsightVoice(model_path=root)
+    np.testing.assert_allclose(sub.score(clips[:2]), scorer.score(clips[:2]), atol=TOL)
+
+
+def test_dimension_selection_keeps_the_requested_order(
+    make_checkpoint: Callable[..., Path], scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    root = make_checkpoint()
+    pick = ["Sadness", "Anger", "Impatience_and_Irritability"]
+    sub = EmpathicInsightVoice(model_path=root, dimensions=pick)
+    assert sub.dimensions == tuple(pick)
+    full = scorer.score(clips[:2])
+    cols = [HEAD_NAMES.index(n) for n in pick]
+    np.testing.assert_allclose(sub.score(clips[:2]), full[:, cols], atol=TOL)
+    assert EmpathicInsightVoice(model_path=root, dimensions="Anger, Pride").dimensions == (
+        "Anger",
+        "Pride",
+    )
+
+
+def test_all_loads_every_head_file(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint([*HEAD_NAMES, "Valence", "Jealousy_&_Envy"])
+    model = EmpathicInsightVoice(model_path=root, dimensions="all")
+    assert set(model.dimensions) == {*HEAD_NAMES, "Valence", "Jealousy_&_Envy"}
+    assert len(model.dimensions) == 14
+
+
+def test_orig_mod_prefix_and_large_shapes(
+    make_checkpoint: Callable[..., Path], clips: list[np.ndarray]
+) -> None:
+    root = make_checkpoint(prefix="_orig_mod.", p=8, hidden=(8, 6, 4))
+    model = load_scorer("empathic-insight-voice-large", model_path=root)
+    assert model.size == "large"  # type: ignore[attr-defined]
+    assert model.info["heads"]["Pride"] == [8, 8, 6, 4]  # type: ignore[attr-defined]
+    fused = model.score(clips[:3])
+    np.testing.assert_allclose(fused, model.score_reference_loop(clips[:3]), atol=TOL)  # type: ignore[attr-defined]
+
+
+def test_heads_of_mixed_shapes_fuse_in_groups(
+    make_checkpoint: Callable[..., Path], clips: list[np.ndarray]
+) -> None:
+    root = make_checkpoint(HEAD_NAMES[:6])
+    save_heads(root, HEAD_NAMES[6:], p=6, hidden=(5, 4, 3), seed=300)
+    model = EmpathicInsightVoice(model_path=root, batch_size=2)
+    assert len(model._groups) == 2
+    fused = model.score(clips)
+    np.testing.assert_allclose(fused, model.score_shared_encoder_loop(clips), atol=TOL)
+    np.testing.assert_allclose(fused, model.score_reference_loop(clips), atol=TOL)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_missing_head_names_the_file(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint([n for n in HEAD_NAMES if n != "Astonishment_Surprise"])
+    with pytest.raises(
+        ConfigError, match=r"model_Astonishment_Surprise_best\.pth.*--model-path"
+    ) as err:
+        EmpathicInsightVoice(model_path=root)
+    assert "\n" not in err.value.message
+
+
+def test_canonical_name_instead_of_head_name_gets_a_hint(
+    make_checkpoint: Callable[..., Path],
+) -> None:
+    root = make_checkpoint()
+    with pytest.raises(
+        ConfigError, match="did you mean the head name 'Impatience_and_Irritability'"
+    ):
+        EmpathicInsightVoice(model_path=root, dimensions=["Impatience"])
+
+
+def test_missing_encoder(tmp_path: Path) -> None:
+    save_heads(tmp_path, HEAD_NAMES)
+    with pytest.raises(
+        ConfigError, match=r"no Whisper encoder .*config\.json missing.*--model-path"
+    ):
+        EmpathicInsightVoice(model_path=tmp_path)
+
+
+def test_encoder_config_without_weights(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint()
+    for weights in root.glob("*.safetensors"):
+        weights.unlink()
+    with pytest.raises(ConfigError, match="cannot load the Whisper encoder"):
+        EmpathicInsightVoice(model_path=root)
+
+
+def test_not_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a folder"):
+        EmpathicInsightVoice(model_path=tmp_path / "nope")
+
+
+def test_head_for_another_encoder_width(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint()
+    save_heads(root, ["Anger"], d_model=16)
+    with pytest.raises(
+        ConfigError, match=r"model_Anger_best\.pth: head expects 24000 inputs .*12000"
+    ):
+        EmpathicInsightVoice(model_path=root)
+
+
+def test_file_that_is_not_a_head(make_checkpoint: Callable[..., Path]) -> None:
+    root = make_checkpoint()
+    state = head_state(4, (4, 3, 2), 0)
+    del state["mlp.8.bias"]
+    torch.save(state, root / head_filename("Pride"))
+    with pytest.raises(
+        ConfigError,
+        match=r"model_Pride_best\.pth: not an Empathic-Insight-Voice head \(missing mlp\.8\.bias",
+    ):
+        EmpathicInsightVoice(model_path=root)
+    (root / head_filename("Pride")).write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match=r"model_Pride_best\.pth: cannot read head checkpoint"):
+        EmpathicInsightVoice(model_path=root)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"precision": "int8"}, "precision must be one of"),
+        ({"dimensions": []}, "dimensions must be"),
+        ({"dimensions": ["Anger", "Anger"]}, "listed twice"),
+        ({"temperature": 1}, "unknown option"),
+        ({"size": "medium"}, "size must be small or large"),
+        ({"batch_size": -1}, "batch_size"),
+    ],
+)
+def test_bad_options(
+    make_checkpoint: Callable[..., Path], options: dict[str, object], message: str
+) -> None:
+    root = make_checkpoint()
+    with pytest.raises(ConfigError, match=message):
+        EmpathicInsightVoice(model_path=root, **options)  # type: ignore[arg-type]
+
+
+def test_hf_cache_miss_never_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        ConfigError,
+        match=r"laion/BUD-E-Whisper is not in the Hugging Face cache.*--model-path.*download=True",
+    ):
+        EmpathicInsightVoice(model_path=None, cache_dir=tmp_path / "hf")
+    assert not any((tmp_path / "hf").glob("**/*.pth")) if (tmp_path / "hf").exists() else True
+
+
+def test_hf_cache_hit(encoder_dir: Path, tmp_path: Path, clips: list[np.ndarray]) -> None:
+    """A pre-seeded cache in huggingface_hub's layout (refs/main -> snapshots/<commit>/...)."""
+    cache = tmp_path / "hub"
+    for repo, fill in (
+        ("laion/BUD-E-Whisper", lambda d: shutil.copytree(encoder_dir, d)),
+        ("laion/Empathic-Insight-Voice-Small", lambda d: save_heads(d, HEAD_NAMES)),
+    ):
+        base = cache / f"models--{repo.replace('/', '--')}"
+        (base / "refs").mkdir(parents=True)
+        (base / "refs" / "main").write_text("0" * 40)
+        fill(base / "snapshots" / ("0" * 40))
+    model = EmpathicInsightVoice(model_path=None, cache_dir=cache)
+    assert model.dimensions == HEAD_NAMES
+    assert model.score(clips[:1]).shape == (1, 12)
+
+
+# ---------------------------------------------------------------------------- numerics
+
+
+def test_fused_equals_reference_loop_and_shared_encoder_loop(
+    scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    fused = scorer.score(clips)
+    reference = scorer.score_reference_loop(clips)
+    shared = scorer.score_shared_encoder_loop(clips)
+    np.testing.assert_allclose(fused, reference, atol=TOL, rtol=0)
+    np.testing.assert_allclose(shared, reference, atol=TOL, rtol=0)
+
+
+def test_device_features_match_the_feature_extractor(
+    scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    with torch.inference_mode():
+        ours = scorer._features(clips)
+        theirs = scorer._fe_features(clips)
+    assert ours.shape == theirs.shape == (len(clips), 80, 3000)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def test_heads_match_laions_module_one_by_one(scorer: EmpathicInsightVoice) -> None:
+    hidden = torch.randn(3, SEQ, D_MODEL)
+    with torch.inference_mode():
+        fused = scorer._heads_fused(hidden)
+        for col, name in enumerate(scorer.dimensions):
+            torch.testing.assert_close(
+                fused[:, col], scorer.head_module(name)(hidden)[:, 0], atol=1e-5, rtol=0
+            )
+
+
+def test_batch_order_and_size_do_not_matter(
+    scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    base = scorer.score(clips)
+    order = [3, 0, 4, 2, 1]
+    np.testing.assert_allclose(scorer.score([clips[i] for i in order]), base[order], atol=TOL)
+    singles = np.concatenate([scorer.score([c]) for c in clips])
+    np.testing.assert_allclose(singles, base, atol=TOL)
+    assert scorer.score([]).shape == (0, 12)
+
+
+def test_short_clips_are_padded_and_long_ones_truncated(scorer: EmpathicInsightVoice) -> None:
+    short = speech(2.0, seed=7)
+    padded = np.concatenate([short, np.zeros(28 * SR, np.float32)])
+    np.testing.assert_allclose(scorer.score([short]), scorer.score([padded]), atol=TOL)
+    long = speech(31.0, seed=8)
+    np.testing.assert_allclose(scorer.score([long]), scorer.score([long[: 30 * SR]]), atol=TOL)
+    np.testing.assert_allclose(
+        scorer.score_reference_loop([long]),
+        scorer.score_reference_loop([long[: 30 * SR]]),
+        atol=TOL,
+    )
+    # and the padding is not a no-op: where speech sits in the window changes the score
+    shifted = np.concatenate([np.zeros(5 * SR, np.float32), short])
+    assert np.abs(scorer.score([shifted]) - scorer.score([short])).max() > 1e-3
+
+
+def test_bf16_runs_close_to_fp32(
+    make_checkpoint: Callable[..., Path], scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    root = make_checkpoint()
+    low = EmpathicInsightVoice(model_path=root, precision="bf16")
+    assert low._proj_w.dtype == torch.bfloat16
+    fp32 = scorer.score(clips)
+    bf16 = low.score(clips)
+    deviation = float(np.abs(bf16 - fp32).max())
+    spread = float(fp32.std())
+    print(f"\nbf16 vs fp32: max |diff| {deviation:.4f}, score std {spread:.3f}")
+    assert np.all(np.isfinite(bf16))
+    assert deviation < 0.1 * max(spread, 1.0)
+    np.testing.assert_allclose(low.score_shared_encoder_loop(clips), bf16, atol=0.05)
+
+
+# ---------------------------------------------------------------------------- opt-in
+
+
+@pytest.mark.live
+def test_real_weights_from_model_path() -> None:
+    """EIV_MODEL_PATH=/path/to/folder pytest -m live -k real_weights"""
+    path = os.environ.get("EIV_MODEL_PATH")
+    if not path:
+        pytest.skip("set EIV_MODEL_PATH to a folder with BUD-E-Whisper and the 12 heads")
+    model = EmpathicInsightVoice(model_path=path)
+    clip = speech(4.0)
+    fused = model.score([clip])
+    np.testing.assert_allclose(fused, model.score_reference_loop([clip]), atol=TOL)
+    assert np.all((fused > -2) & (fused < 6))  # emotions are trained on a 0-4 scale
+
+
+@pytest.mark.gpu
+def test_cuda_bf16_matches_cpu_fp32(
+    make_checkpoint: Callable[..., Path], scorer: EmpathicInsightVoice, clips: list[np.ndarray]
+) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    root = make_checkpoint()
+    gpu = EmpathicInsightVoice(model_path=root, device="cuda")
+    assert gpu.precision == "bf16"
+    np.testing.assert_allclose(gpu.score(clips), scorer.score(clips), atol=0.1)
+    exact = EmpathicInsightVoice(model_path=root, device="cuda", precision="fp32")
+    np.testing.assert_allclose(exact.score(clips), scorer.score(clips), atol=1e-3)
