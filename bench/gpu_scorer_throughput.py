@@ -31,9 +31,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scorer_fused import QUICK, SMALL, build_parts, speech_clips  # noqa: E402
+from scorer_fused import QUICK, SMALL, build_parts, speech_clips
 
-from scoring.models.empathic_insight import EmpathicInsightVoice  # noqa: E402
+from scoring.models.empathic_insight import EmpathicInsightVoice
 
 TARGET = 500.0
 
@@ -61,8 +61,9 @@ def stage_split(scorer: EmpathicInsightVoice, clips: list[np.ndarray]) -> dict[s
     return out
 
 
-def sweep(scorer: EmpathicInsightVoice, pool: list[np.ndarray], batches: list[int], repeats: int
-          ) -> list[dict[str, Any]]:
+def sweep(
+    scorer: EmpathicInsightVoice, pool: list[np.ndarray], batches: list[int], repeats: int
+) -> list[dict[str, Any]]:
     rows = []
     for batch in batches:
         scorer.batch_size = batch
@@ -77,25 +78,39 @@ def sweep(scorer: EmpathicInsightVoice, pool: list[np.ndarray], batches: list[in
             scorer.score(clips)  # returns numpy: includes the device sync
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
-        row = {"precision": scorer.precision, "batch": batch, "s_per_batch": seconds,
-               "clips_per_s": batch / seconds, "best_clips_per_s": batch / min(times),
-               **stage_split(scorer, clips)}
+        row = {
+            "precision": scorer.precision,
+            "batch": batch,
+            "s_per_batch": seconds,
+            "clips_per_s": batch / seconds,
+            "best_clips_per_s": batch / min(times),
+            **stage_split(scorer, clips),
+        }
         if scorer.device.type == "cuda":
             row["peak_gib"] = torch.cuda.max_memory_allocated(scorer.device) / 2**30
         rows.append(row)
-        print(f"| {row['precision']} | {batch} | {seconds * 1000:.0f} | {row['clips_per_s']:.0f} | "
-              f"{row['features_s'] * 1000:.0f} / {row['encoder_s'] * 1000:.0f} / {row['heads_s'] * 1000:.0f} | "
-              f"{row.get('peak_gib', float('nan')):.1f} |", flush=True)
+        print(
+            f"| {row['precision']} | {batch} | {seconds * 1000:.0f} | {row['clips_per_s']:.0f} | "
+            f"{row['features_s'] * 1000:.0f} / {row['encoder_s'] * 1000:.0f} / {row['heads_s'] * 1000:.0f} | "
+            f"{row.get('peak_gib', float('nan')):.1f} |",
+            flush=True,
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--precision", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"])
+    ap.add_argument(
+        "--precision", nargs="+", default=["bf16", "fp16"], choices=["bf16", "fp16", "fp32"]
+    )
     ap.add_argument("--batches", nargs="+", type=int, default=[32, 64, 128, 256])
     ap.add_argument("--repeats", type=int, default=5, help="timed calls per batch size")
-    ap.add_argument("--quick", action="store_true", help="tiny model, batch 2, 1 repeat (smoke test)")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny model, batch 2, 1 repeat (smoke test)"
+    )
     ap.add_argument("--out", type=Path, help="write every number as JSON")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
@@ -111,33 +126,52 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     encoder, extractor, heads = build_parts(spec, device=str(device))
     pool = speech_clips(16)
-    print(f"model: d_model {spec['d_model']}, {spec['layers']} layers, 12 heads P={spec['proj']}; "
-          f"built in {time.perf_counter() - t0:.1f} s")
-    reference = EmpathicInsightVoice.from_parts(encoder, extractor, heads, device=str(device),
-                                                precision="fp32", batch_size=8)
+    print(
+        f"model: d_model {spec['d_model']}, {spec['layers']} layers, 12 heads P={spec['proj']}; "
+        f"built in {time.perf_counter() - t0:.1f} s"
+    )
+    reference = EmpathicInsightVoice.from_parts(
+        encoder, extractor, heads, device=str(device), precision="fp32", batch_size=8
+    )
     exact = reference.score(pool[:8])
     if "fp32" not in args.precision:
         del reference
-    results: dict[str, Any] = {"device": name, "spec": {**spec, "hidden": list(spec["hidden"])},
-                               "rows": [], "deviation_vs_fp32": {}}
-    print("\n| precision | batch | ms / batch | clips/s | features / encoder / heads ms | peak GiB |")
+    results: dict[str, Any] = {
+        "device": name,
+        "spec": {**spec, "hidden": list(spec["hidden"])},
+        "rows": [],
+        "deviation_vs_fp32": {},
+    }
+    print(
+        "\n| precision | batch | ms / batch | clips/s | features / encoder / heads ms | peak GiB |"
+    )
     print("|---|---|---|---|---|---|")
     for precision in args.precision:
-        scorer = (reference if precision == "fp32" else
-                  EmpathicInsightVoice.from_parts(encoder, extractor, heads, device=str(device),
-                                                  precision=precision, batch_size=8))
-        results["deviation_vs_fp32"][precision] = float(np.abs(scorer.score(pool[:8]) - exact).max())
+        scorer = (
+            reference
+            if precision == "fp32"
+            else EmpathicInsightVoice.from_parts(
+                encoder, extractor, heads, device=str(device), precision=precision, batch_size=8
+            )
+        )
+        results["deviation_vs_fp32"][precision] = float(
+            np.abs(scorer.score(pool[:8]) - exact).max()
+        )
         results["rows"] += sweep(scorer, pool, batches, repeats)
         del scorer
         if device.type == "cuda":
             torch.cuda.empty_cache()
     best = max(results["rows"], key=lambda r: r["clips_per_s"])
     verdict = "meets" if best["clips_per_s"] >= TARGET else "misses"
-    print(f"\nbest: {best['clips_per_s']:.0f} clips/s ({best['precision']}, batch {best['batch']}); "
-          f"{verdict} the {TARGET:.0f} clips/s target")
-    print("max |score - fp32 score| on 8 clips: "
-          + ", ".join(f"{k} {v:.4f}" for k, v in results["deviation_vs_fp32"].items())
-          + f" (fp32 scores: std {exact.std():.3f})")
+    print(
+        f"\nbest: {best['clips_per_s']:.0f} clips/s ({best['precision']}, batch {best['batch']}); "
+        f"{verdict} the {TARGET:.0f} clips/s target"
+    )
+    print(
+        "max |score - fp32 score| on 8 clips: "
+        + ", ".join(f"{k} {v:.4f}" for k, v in results["deviation_vs_fp32"].items())
+        + f" (fp32 scores: std {exact.std():.3f})"
+    )
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -13,6 +13,7 @@ __all__ = ["client_class", "client_protocols", "fake_server_factory", "server_pr
 # protocol name -> "module:attribute"
 _CLIENTS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.client:PcmWsClient",
+    "moshi": "clients.moshi.client:MoshiClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -20,6 +21,7 @@ _CLIENTS: dict[str, str] = {
 #   start(behaviour_factory, *, host, port, faults) -> clients.fakeserver.RunningServer
 _SERVERS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.server:start_server",
+    "moshi": "clients.moshi.server:start_server",
 }
 
 

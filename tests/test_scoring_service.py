@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -183,7 +184,7 @@ async def async_wait_until(
 
 
 def worker_count(broker: Broker) -> int:
-    return len(broker.dispatcher.workers())
+    return broker.dispatcher.worker_count
 
 
 class RawClient:
@@ -237,17 +238,15 @@ def raw() -> Iterator[Callable[[str], RawClient]]:
 # ---- wire: pure encode / decode ---------------------------------------------------------------
 
 
-def good_frames(**header: Any) -> list[bytes]:
-    return (
-        wire.encode_request("r1", "tiny", np.zeros(1600, np.float32), 1e9)
-        if not header
-        else _frames(header)
-    )
+_DROP = object()  # marks a header field to leave out
+
+
+def good_frames() -> list[bytes]:
+    return wire.encode_request("r1", "tiny", np.zeros(1600, np.float32), 1e9)
 
 
 def _frames(overrides: dict[str, Any]) -> list[bytes]:
-    import json
-
+    """A request whose header differs from a good one by ``overrides``."""
     head = {
         "id": "r1",
         "scorer": "tiny",
@@ -262,9 +261,6 @@ def _frames(overrides: dict[str, Any]) -> list[bytes]:
         else:
             head[key] = value
     return [wire.VERSION, json.dumps(head).encode(), bytes(6400)]
-
-
-_DROP = object()
 
 
 def test_request_round_trip_keeps_samples_and_header() -> None:
@@ -368,7 +364,7 @@ def test_malformed_replies_are_refused() -> None:
 
 
 def test_control_messages_round_trip_and_bad_ones_are_refused() -> None:
-    for msg in [
+    messages: list[control.ControlMessage] = [
         control.Ready(("tiny", "prosody"), 8, 0.5),
         control.Heartbeat(),
         control.Work(b"7", good_frames()),
@@ -376,7 +372,8 @@ def test_control_messages_round_trip_and_bad_ones_are_refused() -> None:
         control.Drain(),
         control.Bye(),
         control.Reset(),
-    ]:
+    ]
+    for msg in messages:
         assert control.parse(control.encode(msg)) == msg
     with pytest.raises(WireError, match="'capacity' must be a positive integer"):
         control.parse(
@@ -430,6 +427,16 @@ def test_dispatcher_refuses_with_busy_when_the_queue_is_full() -> None:
     assert (busy.id, busy.code, busy.retryable) == ("c", "busy", True)
     sends = ready(d, b"W", now=0.1)
     assert [t for _, t in work_tokens(sends)] and d.queued == 0 and d.stats.busy == 1
+
+
+def test_dispatcher_also_bounds_the_queue_in_bytes() -> None:
+    d = Dispatcher(max_queued_bytes=8_000)
+    assert d.on_client(b"c", request("a"), now=0, wall=0) == []  # 800 samples: ~3.4 kB
+    assert d.on_client(b"c", request("b"), now=0, wall=0) == []
+    [busy] = client_replies(d.on_client(b"c", request("c"), now=0, wall=0))
+    assert busy.code == "busy" and "bytes" in (busy.error or "")
+    ready(d, b"W", now=0.1)  # both dispatched: the queue is empty again
+    assert d.queued == 0 and d.on_client(b"c", request("c"), now=0.2, wall=0.2) != []
 
 
 def test_dispatcher_answers_expired_requests_and_never_dispatches_them() -> None:
@@ -822,7 +829,8 @@ async def test_clean_worker_shutdown_leaves_without_losing_work() -> None:
                 await async_wait_until(lambda: broker.stats.dispatched == 4, what="dispatch")
             # leaving the block stopped the worker: it drained, answered, and said BYE
             results = await pending
-        assert worker_count(broker) == 0 and broker.stats.workers_lost == 0
+        await async_wait_until(lambda: worker_count(broker) == 0, timeout_s=2, what="BYE")
+        assert broker.stats.workers_lost == 0  # it left by BYE, not by missing heartbeats
     assert all(r.ok for r in results)
 
 

@@ -21,10 +21,16 @@ import struct
 from typing import Any
 
 import numpy as np
-import sphn
 from numpy.typing import NDArray
 
-from simulator.core.errors import ProtocolError
+from simulator.core.errors import ConfigError, ProtocolError
+
+try:
+    import sphn
+except ImportError:  # pragma: no cover - depends on the environment
+    raise ConfigError("the moshi protocol needs sphn: pip install 'sphn>=0.2.1,<0.3'") from None
+if hasattr(sphn.OpusStreamWriter, "read_bytes"):  # pragma: no cover - sphn 0.1's two-call API
+    raise ConfigError("the moshi protocol needs sphn 0.2 (0.1 is installed)")
 
 __all__ = [
     "FRAME",

@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
         "--insecure", action="store_true", help="allow a non-loopback bind without CURVE"
     )
     b.add_argument("--queue-size", type=int, default=1000)
+    b.add_argument("--max-queued-mb", type=float, default=512.0)
     b.add_argument("--max-audio-s", type=float, default=40.0)
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--connect", default=DEFAULT_BACKEND, help="the broker's worker endpoint")
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 curve_secret=args.curve_secret,
                 allow_insecure=args.insecure,
                 queue_size=args.queue_size,
+                max_queued_mb=args.max_queued_mb,
                 max_audio_s=args.max_audio_s,
             )
         elif args.command == "worker":

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.service.errors import ScoringError
+from scoring.service.errors import RETRYABLE_CODES, ScoringError
 from scoring.service.wire import Reply
 
 if TYPE_CHECKING:
@@ -56,8 +56,9 @@ class ScoreResult:
     def failure(
         cls, scorer: str, code: str, message: str, *, retryable: bool | None = None
     ) -> ScoreResult:
-        err = ScoringError(message, code=code, retryable=retryable)
-        return cls(scorer, (), None, f"{code}: {message}", code, err.retryable)
+        if retryable is None:
+            retryable = code in RETRYABLE_CODES
+        return cls(scorer, (), None, f"{code}: {message}", code, retryable)
 
     def raise_for_error(self) -> None:
         if self.error is not None:
@@ -78,7 +79,7 @@ def open_scoring(
     endpoint: str | None = None,
     *,
     server_public_key: KeyInput | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
     factory: Callable[[str], EmotionModel] | None = None,
     device: str = "cpu",
     model_path: Path | None = None,

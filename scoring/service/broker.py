@@ -17,6 +17,7 @@ import zmq
 from scoring.service import wire
 from scoring.service.dispatch import BrokerStats, Dispatcher, Send
 from scoring.service.security import KeyInput, check_bind, load_secret_key, secure_server
+from simulator.core.errors import ConfigError
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_FRONTEND", "Broker"]
 
@@ -33,8 +34,8 @@ class Broker:
 
     ``curve_secret_key`` (Z85 text or a key file) encrypts both sockets; then binding a
     non-loopback address is allowed. Without it such a bind raises ``ConfigError`` unless
-    ``allow_insecure``. ``queue_size`` bounds requests waiting for a worker (more get a
-    retryable ``busy``); ``max_message_bytes`` bounds one request (larger ones get
+    ``allow_insecure``. ``queue_size`` and ``max_queued_bytes`` bound requests waiting for a
+    worker (more get a retryable ``busy``); ``max_message_bytes`` bounds one request (larger ones get
     ``bad-request``; twice that disconnects the sender); ``liveness`` heartbeats missed drop a
     worker; ``max_requeues`` bounds how often one request may outlive its worker.
     """
@@ -47,6 +48,7 @@ class Broker:
         curve_secret_key: KeyInput | None = None,
         allow_insecure: bool = False,
         queue_size: int = 1000,
+        max_queued_bytes: int = 512 * 2**20,
         max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES,
         max_requeues: int = 2,
         liveness: int = 3,
@@ -57,6 +59,7 @@ class Broker:
             check_bind(endpoint, curve=secret is not None, allow_insecure=allow_insecure)
         self.dispatcher = Dispatcher(
             queue_size=queue_size,
+            max_queued_bytes=max_queued_bytes,
             max_message_bytes=max_message_bytes,
             max_requeues=max_requeues,
             liveness=liveness,
@@ -65,7 +68,13 @@ class Broker:
         self._ctx = context or zmq.Context()
         self._stop = threading.Event()
         self._front = self._bind(frontend, secret, max_message_bytes)
-        self._back = self._bind(backend, secret, max_message_bytes)
+        try:
+            self._back = self._bind(backend, secret, max_message_bytes)
+        except BaseException:
+            self._front.close(linger=0)
+            if self._own_context:
+                self._ctx.term()
+            raise
         self.frontend = self._endpoint(self._front)
         self.backend = self._endpoint(self._back)
 
@@ -135,7 +144,11 @@ class Broker:
         socket.setsockopt(zmq.MAXMSGSIZE, 2 * max_bytes)  # hard stop before memory trouble
         if secret is not None:
             secure_server(socket, secret)
-        socket.bind(endpoint)
+        try:
+            socket.bind(endpoint)
+        except zmq.ZMQError as e:
+            socket.close(linger=0)
+            raise ConfigError(f"cannot bind {endpoint}: {e}") from None
         return socket
 
     @staticmethod

@@ -32,6 +32,7 @@ def serve_broker(
     curve_secret: KeyInput | None = None,
     allow_insecure: bool = False,
     queue_size: int = 1000,
+    max_queued_mb: float = 512.0,
     max_audio_s: float = wire.DEFAULT_MAX_AUDIO_S,
     max_requeues: int = 2,
     liveness: int = 3,
@@ -45,6 +46,7 @@ def serve_broker(
                     ``make_keys``. Required to bind a non-loopback address unless
                     ``allow_insecure`` (unencrypted, unauthenticated: trusted networks only).
     queue_size:     requests waiting for a worker before new ones get a retryable ``busy``.
+    max_queued_mb:  the same bound in megabytes of queued audio (MiB).
     max_audio_s:    longest clip a request may carry (MIRRORING scores 30 s; the slack lets an
                     over-long clip get a per-item error instead of a wire error).
     max_requeues:   how often one request may outlive the worker holding it.
@@ -59,6 +61,7 @@ def serve_broker(
         curve_secret_key=curve_secret,
         allow_insecure=allow_insecure,
         queue_size=queue_size,
+        max_queued_bytes=int(max_queued_mb * 2**20),
         max_message_bytes=wire.max_message_bytes_for(max_audio_s),
         max_requeues=max_requeues,
         liveness=liveness,

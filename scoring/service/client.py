@@ -40,8 +40,10 @@ class ScoringClient:
     """Client of a scoring broker at ``endpoint`` (its frontend, e.g. ``tcp://host:5555``).
 
     ``server_public_key``: the broker's CURVE public key (Z85 or key file) when it uses CURVE.
-    ``timeout_s``: the longest wait for one answer, whatever the deadline. ``retry``: how often
-    and how soon retryable errors are tried again. Use as ``async with`` or call ``aclose()``.
+    ``timeout_s``: the longest wait for one answer, even with a later deadline (default: the
+    deadline plus ``deadline_grace_s`` bounds every wait, as the broker answers expired requests
+    itself). ``retry``: how often and how soon retryable errors are tried again. Use as
+    ``async with`` or call ``aclose()``; use one client from one event loop.
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class ScoringClient:
         endpoint: str,
         *,
         server_public_key: KeyInput | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         deadline_grace_s: float = 1.0,
         max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES,
@@ -141,7 +143,9 @@ class ScoringClient:
         assert self._sock is not None
         fut: asyncio.Future[wire.Reply] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        wait = min(self.timeout_s, deadline - time.time() + self.deadline_grace_s)
+        wait = deadline - time.time() + self.deadline_grace_s
+        if self.timeout_s is not None:
+            wait = min(wait, self.timeout_s)
         try:
             async with asyncio.timeout(max(wait, 0.0)):
                 await self._sock.send_multipart(frames, copy=False)

@@ -5,7 +5,9 @@ broker-made token). It never reads a clock: ``now`` is monotonic seconds, passed
 
 - Admission: a malformed request gets a ``bad-request`` reply, an expired one a ``deadline``
   reply, a request arriving to a full queue a retryable ``busy`` reply. A repeat of an id the same
-  client already has in flight is ignored (its first answer is still coming).
+  client already has in flight is ignored (its first answer is still coming). The queue is
+  bounded in requests (``queue_size``) and in bytes (``max_queued_bytes``: 1000 30-s clips would
+  be 1.9 GB); re-queued jobs are never refused.
 - Dispatch: queued jobs go FIFO to the least-loaded live worker that serves their scorer and has
   free capacity (capacity is announced in READY; draining workers get nothing new).
 - Liveness: the broker pings each worker every ``heartbeat_s`` (the worker's own interval) and
@@ -18,6 +20,7 @@ broker-made token). It never reads a clock: ``now`` is monotonic seconds, passed
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 from collections import OrderedDict
@@ -72,6 +75,7 @@ class _Job:
     scorer: str
     deadline: float  # monotonic
     frames: list[bytes]
+    size: int = 0  # bytes of all frames
     requeues: int = 0
     worker: bytes | None = None  # the worker currently holding it; None while queued
 
@@ -97,6 +101,7 @@ class Dispatcher:
         self,
         *,
         queue_size: int = 1000,
+        max_queued_bytes: int = 512 * 2**20,
         max_message_bytes: int = wire.DEFAULT_MAX_MESSAGE_BYTES,
         max_requeues: int = 2,
         liveness: int = 3,
@@ -104,13 +109,16 @@ class Dispatcher:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size
+        self.max_queued_bytes = max_queued_bytes
         self.max_message_bytes = max_message_bytes
         self.max_requeues = max_requeues
         self.liveness = liveness
         self.stats = BrokerStats()
         self._tokens = (f"{n:x}".encode() for n in itertools.count(1))
         self._jobs: dict[bytes, _Job] = {}  # every accepted, unanswered job
+        self._deadlines: list[tuple[float, bytes]] = []  # heap; entries of answered jobs go stale
         self._queue: OrderedDict[bytes, None] = OrderedDict()  # tokens waiting for a worker
+        self._queued_bytes = 0
         self._by_request: dict[tuple[bytes, str], bytes] = {}
         self._workers: dict[bytes, _Worker] = {}
 
@@ -124,6 +132,11 @@ class Dispatcher:
     def pending(self) -> int:
         """Accepted jobs not yet answered (queued or at a worker)."""
         return len(self._jobs)
+
+    @property
+    def worker_count(self) -> int:
+        """Registered workers (safe to read from another thread)."""
+        return len(self._workers)
 
     def workers(self) -> dict[bytes, int]:
         """Live workers and how many jobs each holds."""
@@ -152,15 +165,21 @@ class Dispatcher:
         if (client, header.id) in self._by_request:
             self.stats.repeated_requests += 1
             return []
-        if len(self._queue) >= self.queue_size:
+        size = sum(len(f) for f in frames)
+        if len(self._queue) >= self.queue_size or self._queued_bytes + size > self.max_queued_bytes:
             self.stats.busy += 1
             reply = wire.error_reply(
-                header.id, header.scorer, BUSY, f"broker queue is full ({self.queue_size} waiting)"
+                header.id,
+                header.scorer,
+                BUSY,
+                f"broker queue is full ({len(self._queue)} waiting, {self._queued_bytes} bytes)",
             )
             return [self._reply(client, reply)]
         job = _Job(next(self._tokens), client, header.id, header.scorer, deadline, list(frames))
+        job.size = size
         self._jobs[job.token] = job
-        self._queue[job.token] = None
+        heapq.heappush(self._deadlines, (deadline, job.token))
+        self._enqueue(job)
         self._by_request[(client, header.id)] = job.token
         return self._dispatch()
 
@@ -186,7 +205,10 @@ class Dispatcher:
                 if worker is not None:
                     worker.draining = True
             case control.Bye():
-                out = self._remove_worker(worker) if worker is not None else []
+                out = []
+                if worker is not None:
+                    logger.info("worker %s left", identity.hex())
+                    out = self._remove_worker(worker)
             case _:  # WORK / RESET are the broker's own verbs
                 self.stats.bad_worker_messages += 1
                 out = []
@@ -199,7 +221,7 @@ class Dispatcher:
             logger.warning("worker %s missed its heartbeats; dropping it", worker.identity.hex())
             self.stats.workers_lost += 1
             out += self._remove_worker(worker)
-        for job in [j for j in self._jobs.values() if j.deadline <= now]:
+        for job in self._expired(now):
             self.stats.expired += 1
             where = "at a worker" if job.worker is not None else self._waiting_reason(job)
             reply = wire.error_reply(
@@ -216,8 +238,9 @@ class Dispatcher:
         """When ``tick`` next has something to do (monotonic seconds)."""
         times = [w.next_ping for w in self._workers.values()]
         times += [w.expires_at for w in self._workers.values()]
-        if self._jobs:
-            times.append(min(j.deadline for j in self._jobs.values()))
+        self._drop_stale_deadlines()
+        if self._deadlines:
+            times.append(self._deadlines[0][0])
         return min(times, default=now + 1.0)
 
     # ---- worker messages ------------------------------------------------------------------
@@ -269,7 +292,7 @@ class Dispatcher:
             if not fits:
                 continue
             worker = min(fits, key=lambda w: len(w.in_flight) / w.capacity)
-            del self._queue[token]
+            self._unqueue(job)
             job.worker = worker.identity
             worker.in_flight[token] = None
             self.stats.dispatched += 1
@@ -300,9 +323,31 @@ class Dispatcher:
                 out.append(self._answer(job, reply))
                 continue
             self.stats.requeued += 1
-            self._queue[token] = None
-            self._queue.move_to_end(token, last=False)
+            self._enqueue(job, front=True)
         return out
+
+    def _enqueue(self, job: _Job, *, front: bool = False) -> None:
+        self._queue[job.token] = None
+        self._queued_bytes += job.size
+        if front:
+            self._queue.move_to_end(job.token, last=False)
+
+    def _unqueue(self, job: _Job) -> None:
+        if job.token in self._queue:
+            del self._queue[job.token]
+            self._queued_bytes -= job.size
+
+    def _expired(self, now: float) -> list[_Job]:
+        expired = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, token = heapq.heappop(self._deadlines)
+            if token in self._jobs:
+                expired.append(self._jobs[token])
+        return expired
+
+    def _drop_stale_deadlines(self) -> None:
+        while self._deadlines and self._deadlines[0][1] not in self._jobs:
+            heapq.heappop(self._deadlines)
 
     def _waiting_reason(self, job: _Job) -> str:
         if any(job.scorer in w.scorers for w in self._workers.values()):
@@ -311,7 +356,7 @@ class Dispatcher:
 
     def _answer(self, job: _Job, reply: wire.Reply | list[bytes]) -> Send:
         del self._jobs[job.token]
-        self._queue.pop(job.token, None)
+        self._unqueue(job)
         self._by_request.pop((job.client, job.request_id), None)
         self.stats.answered += 1
         frames = wire.encode_reply(reply) if isinstance(reply, wire.Reply) else reply

@@ -172,7 +172,8 @@ def decode_request(
     frames: Sequence[bytes], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> Request:
     header = parse_request_header(frames, max_message_bytes=max_message_bytes)
-    samples = np.frombuffer(frames[2], dtype=_WIRE_DTYPE).astype(np.float32, copy=False)
+    # a writable copy: scorers may normalise in place
+    samples = np.frombuffer(frames[2], dtype=_WIRE_DTYPE).astype(np.float32)
     return Request(header, samples)
 
 
@@ -247,7 +248,7 @@ def decode_reply(frames: Sequence[bytes]) -> Reply:
     if ok:
         if len(frames[2]) != len(dims) * _WIRE_DTYPE.itemsize:
             raise WireError(f"{len(dims)} dimensions need {len(dims) * 4} bytes of scores")
-        values = np.frombuffer(frames[2], dtype=_WIRE_DTYPE).astype(np.float32, copy=False)
+        values = np.frombuffer(frames[2], dtype=_WIRE_DTYPE).astype(np.float32)
     elif frames[2]:
         raise WireError("an error reply carries no scores")
     return Reply(
@@ -290,9 +291,12 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _load(raw: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(bytes(raw).decode("utf-8"), parse_constant=_reject_constant)
+        obj = _DECODER.decode(bytes(raw).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise WireError(f"header is not UTF-8 JSON: {e}") from None
     if not isinstance(obj, dict):

@@ -35,7 +35,6 @@ logger = logging.getLogger("scoring.service")
 WorkItem = tuple[bytes, wire.Request]  # (broker token, decoded request)
 _ids = itertools.count()
 _POLL_MAX_S = 0.1
-_BATCH_DONE = b""
 
 
 class ScoringWorker:
@@ -224,10 +223,9 @@ class ScoringWorker:
                 frames = self._wake.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if frames == [_BATCH_DONE]:
-                self._busy = False
-            else:
-                self._send(control.Done(frames[0], frames[1:]))
+            self._busy = False  # one message per batch: token + 3 reply frames per item
+            for i in range(0, len(frames), 4):
+                self._send(control.Done(frames[i], frames[i + 1 : i + 4]))
 
     def _reply(self, token: bytes, reply: wire.Reply) -> None:
         self._send(control.Done(token, wire.encode_reply(reply)))
@@ -250,8 +248,9 @@ class ScoringWorker:
                 replies = run_batch(
                     self.models[batch.scorer], batch.scorer, requests, wall=time.time()
                 )
+                frames = []
                 for (token, _), reply in zip(batch.items, replies, strict=True):
-                    out.send_multipart([token, *wire.encode_reply(reply)], copy=False)
-                out.send(_BATCH_DONE)
+                    frames += [token, *wire.encode_reply(reply)]
+                out.send_multipart(frames, copy=False)
         finally:
             out.close(linger=0)

@@ -1,0 +1,167 @@
+"""GeminiLiveClient: the asyncio shell around ClientProtocol. It moves frames and stamps arrivals.
+
+The API key goes in the ``x-goog-api-key`` header, as python-genai sends it (_api_client.py sets
+the header; live.py connects to a URL without the key), so it is never part of a URL, a message or
+a recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from numpy.typing import NDArray
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.gemini_live.errors import handshake_error, redact_url
+from clients.gemini_live.protocol import INPUT_RATE, OUTPUT_RATE, ClientProtocol, setup_from_options
+from simulator.core.errors import ConnectError, Disconnected, SessionError
+
+__all__ = ["DEFAULT_URL", "GeminiLiveClient"]
+
+DEFAULT_URL = (
+    "wss://generativelanguage.googleapis.com/ws/"
+    "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+)
+FRAME_MS = 20  # 10-20 ms chunks are Google's "ultra-low latency" advice (ADK streaming guide)
+MAX_MESSAGE = 2**22
+CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
+
+
+class GeminiLiveClient(DuplexClient):
+    protocol = "gemini-live"
+
+    def __init__(self, config: ClientConfig) -> None:
+        super().__init__(config)
+        setup = setup_from_options(config.model, config.voice, config.options)
+        self._proto = ClientProtocol(setup, secret=config.api_key)
+        self._ws: ClientConnection | None = None
+        self._closing = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        auto = not self._proto.manual
+        return Capabilities(
+            input_rate=INPUT_RATE,
+            output_rate=OUTPUT_RATE,
+            frame_ms=FRAME_MS,
+            faster_than_realtime=True,
+            end_of_turn_signal=True,
+            server_vad=auto,
+            manual_commit=not auto,
+        )
+
+    async def connect(self) -> None:
+        key = self.config.api_key
+        headers = {"x-goog-api-key": key} if key else None
+        try:
+            self._ws = await connect(
+                self.config.url or DEFAULT_URL,
+                compression=None,
+                open_timeout=self.config.connect_timeout_s,
+                close_timeout=CLOSE_TIMEOUT_S,
+                max_size=MAX_MESSAGE,
+                max_queue=None,  # never push back on the server: that would skew arrival times
+                additional_headers=headers,
+            )
+        except InvalidStatus as exc:
+            response = exc.response
+            raise handshake_error(
+                response.status_code, response.headers, bytes(response.body)
+            ) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            where = self._redact(self.config.url)
+            reason = self._redact(str(exc) or type(exc).__name__)
+            raise ConnectError(f"cannot connect to {where}: {reason}") from None
+        try:
+            await self._setup(self._ws)
+        except SessionError:
+            await self.aclose()
+            raise
+
+    async def _setup(self, ws: ClientConnection) -> None:
+        setup = self._proto.setup_message()
+        try:
+            await ws.send(setup)
+            self.bytes_sent += len(setup.encode())
+            async with asyncio.timeout(self.config.connect_timeout_s):
+                reply = await ws.recv(decode=False)
+        except TimeoutError:
+            raise ConnectError(
+                f"no setupComplete within {self.config.connect_timeout_s:g} s"
+            ) from None
+        except ConnectionClosed as exc:
+            raise self._closed(exc, "during setup") from None
+        self.bytes_received += len(reply)
+        self._proto.receive_setup_reply(reply)
+
+    async def send_audio(self, samples: NDArray[Any]) -> None:
+        await self._send(self._proto.audio_messages(samples))
+
+    async def commit_turn(self) -> None:
+        await self._send(self._proto.commit_messages())
+
+    async def _send(self, messages: list[str]) -> None:
+        ws = self._connected()
+        for message in messages:
+            try:
+                await ws.send(message)
+            except ConnectionClosed as exc:
+                raise self._closed(exc, "while sending") from None
+            self.bytes_sent += len(message)
+
+    async def events(self) -> AsyncIterator[ClientEvent]:
+        ws = self._connected()
+        while True:
+            try:
+                message = await ws.recv(decode=False)
+            except ConnectionClosed as exc:
+                if self._closing:
+                    return
+                frame = exc.rcvd
+                error = self._proto.close_error(
+                    frame.code if frame else None, frame.reason if frame else ""
+                )
+                if error is not None:
+                    yield ErrorEvent(error, self.config.clock(), fatal=True)
+                return
+            arrival = self.config.clock()
+            self.bytes_received += len(message)
+            try:
+                events = self._proto.receive(message, arrival)
+            except SessionError as exc:
+                yield ErrorEvent(exc, arrival, fatal=True)
+                return
+            for event in events:
+                yield event
+
+    async def aclose(self) -> None:
+        if self._ws is not None:
+            self._closing = True
+            await self._ws.close()
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        info["url"] = redact_url(self.config.url, self.config.api_key)
+        return info
+
+    def _closed(self, exc: ConnectionClosed, when: str) -> SessionError:
+        frame = exc.rcvd
+        error = self._proto.close_error(
+            frame.code if frame else None, frame.reason if frame else ""
+        )
+        if error is not None:
+            return error
+        text = f"server closed the connection {when} (code 1000)"
+        return Disconnected(text) if self._proto.ready else ConnectError(text)
+
+    def _connected(self) -> ClientConnection:
+        if self._ws is None:
+            raise RuntimeError("GeminiLiveClient: call connect() first")
+        return self._ws
+
+    def _redact(self, text: str) -> str:
+        return redact_url(text, self.config.api_key)

@@ -1,0 +1,444 @@
+"""The Gemini Live protocol without I/O: messages in, events or messages out; no sockets, no clock.
+
+``ClientProtocol`` builds the client's messages and turns server messages into ``clients.base``
+events stamped with the arrival time it is given (``errors`` maps closes and refusals). Model
+audio arrives faster than real time, so it also keeps the listener's playout clock (each chunk
+plays at max(arrival, end of the previous one), as the session places it) and stamps EndOfTurn
+no earlier than the end of playout: a turn is over when its audio has played.
+``ServerProtocol`` drives a reference behaviour for the fake server, answering each client message
+with ``Action``s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+from numpy.typing import NDArray
+
+from clients.base import (
+    AudioOut,
+    ClientEvent,
+    EndOfTurn,
+    ErrorEvent,
+    SpeechStarted,
+    Transcript,
+)
+from clients.behaviours import Behaviour
+from clients.faults import Faults
+from clients.gemini_live import events as wire
+from clients.gemini_live.errors import api_error, close_error, close_text
+from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
+from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "INPUT_RATE",
+    "OUTPUT_RATE",
+    "PATHS",
+    "Action",
+    "ClientProtocol",
+    "Close",
+    "Send",
+    "ServerProtocol",
+    "Stall",
+    "setup_from_options",
+]
+
+INPUT_RATE = wire.INPUT_RATE
+OUTPUT_RATE = wire.OUTPUT_RATE
+DEFAULT_MODEL = "gemini-3.8-live"
+_SERVICE = "google.ai.generativelanguage.{}.GenerativeService.BidiGenerateContent"
+PATHS = tuple(f"/ws/{_SERVICE.format(v)}" for v in ("v1beta", "v1alpha"))
+
+# ClientConfig.options this protocol understands, and their types
+OPTIONS: dict[str, type] = {
+    "automatic_activity_detection": bool,  # false: the client brackets turns (manual_commit)
+    "activity_handling": str,  # START_OF_ACTIVITY_INTERRUPTS (default) | NO_INTERRUPTION
+    "start_sensitivity": str,  # START_SENSITIVITY_HIGH | START_SENSITIVITY_LOW
+    "end_sensitivity": str,  # END_SENSITIVITY_HIGH | END_SENSITIVITY_LOW
+    "prefix_padding_ms": int,
+    "silence_duration_ms": int,
+    "output_transcription": bool,  # default true: transcripts of the model's speech
+    "system_instruction": str,
+    "language_code": str,
+}
+
+
+def setup_from_options(
+    model: str | None, voice: str | None, options: Mapping[str, Any]
+) -> wire.Setup:
+    """The ``setup`` message for a profile's model, voice and options; ConfigError if bad."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"gemini-live: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
+        )
+    for key, value in options.items():
+        want = OPTIONS[key]
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise ConfigError(f"gemini-live: option '{key}' must be {want.__name__}")
+    name = model or DEFAULT_MODEL
+    return wire.Setup(
+        model=name if name.startswith("models/") else f"models/{name}",
+        voice=voice,
+        automatic_activity_detection=options.get("automatic_activity_detection", True),
+        activity_handling=options.get("activity_handling"),
+        start_sensitivity=options.get("start_sensitivity"),
+        end_sensitivity=options.get("end_sensitivity"),
+        prefix_padding_ms=options.get("prefix_padding_ms"),
+        silence_duration_ms=options.get("silence_duration_ms"),
+        output_transcription=options.get("output_transcription", True),
+        system_instruction=options.get("system_instruction"),
+        language_code=options.get("language_code"),
+    )
+
+
+# --- client --------------------------------------------------------------------------------
+
+
+class ClientProtocol:
+    """One client connection's protocol state. ``secret`` (the API key) is blanked out of every
+    text that came from the server before it goes into an error."""
+
+    def __init__(self, setup: wire.Setup, secret: str | None = None) -> None:
+        self.setup = setup
+        self.session_id: str | None = None
+        self.ready = False
+        self.went_away: wire.GoAway | None = None
+        self._secret = secret
+        self._activity_open = False
+        self._playout_end = -math.inf  # clock time when the audio received so far has played
+
+    @property
+    def manual(self) -> bool:
+        """Activity detection is off: the client sends activityStart/activityEnd itself."""
+        return not self.setup.automatic_activity_detection
+
+    def setup_message(self) -> str:
+        return wire.encode_client(self.setup)
+
+    def receive_setup_reply(self, data: str | bytes) -> None:
+        """The server's first message must be setupComplete."""
+        parts = wire.decode_server(data)
+        for part in parts:
+            if isinstance(part, wire.ApiError):
+                raise self._api_error(part)
+        if not parts or not isinstance(parts[0], wire.SetupComplete):
+            got = type(parts[0]).__name__ if parts else "a message with nothing known in it"
+            raise ProtocolError(f"expected setupComplete, got {got}")
+        self.session_id = parts[0].session_id
+        self.ready = True
+
+    def audio_messages(self, samples: NDArray[Any]) -> list[str]:
+        """16 kHz float samples -> realtimeInput.audio, after activityStart if a turn must open."""
+        out = []
+        if self.manual and not self._activity_open:
+            self._activity_open = True
+            out.append(wire.encode_client(wire.ActivityStart()))
+        out.append(wire.encode_client(wire.AudioIn(float_to_pcm16(samples), INPUT_RATE)))
+        return out
+
+    def commit_messages(self) -> list[str]:
+        """The end of the user's turn: activityEnd, when detection is off and a turn is open."""
+        if not (self.manual and self._activity_open):
+            return []
+        self._activity_open = False
+        return [wire.encode_client(wire.ActivityEnd())]
+
+    def receive(self, data: str | bytes, arrival: float) -> list[ClientEvent]:
+        if not self.ready:
+            raise ProtocolError("server message before setupComplete")
+        events: list[ClientEvent] = []
+        for part in wire.decode_server(data):
+            events += self._event(part, arrival)
+        return events
+
+    def _event(self, part: wire.ServerPart, arrival: float) -> list[ClientEvent]:
+        match part:
+            case wire.ModelAudio(pcm=pcm, rate=rate):
+                if rate != OUTPUT_RATE:
+                    raise ProtocolError(f"model audio at {rate} Hz; expected {OUTPUT_RATE}")
+                samples = pcm16_to_float(pcm)
+                start = max(arrival, self._playout_end)  # as the session's OutputTrack places it
+                self._playout_end = start + samples.size / OUTPUT_RATE
+                return [AudioOut(samples, arrival)]
+            case wire.OutputTranscription(text=text, finished=finished):
+                return [Transcript(text, arrival, finished)] if text or finished else []
+            case wire.Interrupted():
+                # the server heard the user start talking over the reply (barge-in)
+                return [SpeechStarted(arrival)]
+            case wire.TurnComplete():
+                # Not generationComplete: that only says generation is done. turnComplete ends
+                # the turn (the server may hold it until real-time playback is over); stamped no
+                # earlier than the end of playout, since the audio came faster than real time.
+                return [EndOfTurn(max(arrival, self._playout_end))]
+            case wire.GoAway(time_left=left):
+                self.went_away = part
+                soon = Disconnected(f"server sent goAway (time left {left or 'unknown'})")
+                return [ErrorEvent(soon, arrival, fatal=False)]
+            case wire.ApiError():
+                return [ErrorEvent(self._api_error(part), arrival, fatal=True)]
+            case wire.SetupComplete():
+                raise ProtocolError("a second setupComplete")
+        return []  # generationComplete, model text, input transcription: nothing to report
+
+    def close_error(self, code: int | None, reason: str) -> SessionError | None:
+        """The error for the server closing the connection; None for a plain normal close."""
+        text = self._redact(reason)
+        if self.went_away is not None:
+            return Disconnected(
+                f"server closed the connection after goAway: {close_text(code, text)}"
+            )
+        return close_error(code, text, during_setup=not self.ready)
+
+    def _api_error(self, err: wire.ApiError) -> SessionError:
+        return api_error(err.code, err.status, self._redact(err.message))
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+
+# --- fake server ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    message: bytes  # server frames are binary (UTF-8 JSON), as the real API sends them
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send nothing more and stop reading, leaving the connection open."""
+
+
+Action = Send | Close | Stall
+
+CHUNK_S = 0.04  # model audio per serverContent message
+BURST_S = 1.0  # reply audio sent the moment a reply starts ...
+SPEEDUP = 4.0  # ... then generated this many times faster than real time
+TURN_COMPLETE_AFTER = round(0.04 * INPUT_RATE)  # turnComplete this long after playback ends
+INVALID = "Request contains an invalid argument."
+BAD_KEY = "API key not valid. Please pass a valid API key."
+NO_KEY = "Method doesn't allow unregistered callers. Please use API Key."
+
+
+@dataclass
+class _Playback:
+    """A reply being sent: input-sample positions where it plays, and its 24 kHz chunks."""
+
+    start: int
+    end: int
+    chunks: list[bytes]
+    sent: int = 0
+    generated: bool = False
+
+
+class ServerProtocol:
+    """One fake-server connection: key check, setup, then audio in and model turns out.
+
+    Time is media time (16 kHz input samples received). After a chunk covering [c0, c1) arrives,
+    the client is at c0 on its timeline, so a reply that starts at s in [c0, c1) is sent now,
+    led by s - c0 of silence: its first sample lands at exactly s. Reply audio then goes out
+    faster than real time (``BURST_S`` at once, then ``SPEEDUP`` x), generationComplete follows
+    the last chunk, and turnComplete comes once media time has passed the reply's end (by
+    ``TURN_COMPLETE_AFTER``, so it never lands before the last sample plays), as a server that
+    waits for real-time playback does. User speech during that time (server VAD on)
+    or activityStart (VAD off) interrupts: ``interrupted``, then turnComplete.
+    """
+
+    def __init__(
+        self,
+        behaviour_factory: Callable[[int], Behaviour],
+        faults: Faults | None = None,
+        *,
+        api_key: str | None = None,
+        quota: bool = False,
+        session_id: str = "gemini-live-1",
+    ) -> None:
+        self._factory = behaviour_factory
+        self._faults = faults or Faults()
+        self._api_key = api_key
+        self._quota = quota
+        self._session_id = session_id
+        self._behaviour: Behaviour | None = None
+        self._setup: wire.Setup | None = None
+        self._received = 0
+        self._seen: object = None  # the behaviour's last scheduled reply
+        self._pending: tuple[int, int, bytes] | None = None  # start, input samples, 24 kHz PCM
+        self._playing: _Playback | None = None
+        self._gate: int | None = None  # VAD off: where the last activityEnd closed a turn
+        self._malformed_sent = False
+        self._done = False
+
+    def open(self, path: str, headers: Mapping[str, str]) -> list[Action]:
+        """Check the upgrade request's path and key; a Close when they are refused."""
+        url = urlsplit(path)
+        if url.path not in PATHS:
+            return self._end(1008, f"Method not found: {url.path[:60]}")
+        if self._api_key is None:
+            return []
+        key = headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
+        if not key:
+            return self._end(1008, NO_KEY)
+        return [] if key == self._api_key else self._end(1008, BAD_KEY)
+
+    def receive(self, data: str | bytes) -> list[Action]:
+        if self._done:
+            return []
+        try:
+            msg = wire.decode_client(data)
+            if self._setup is None:
+                return self._on_setup(msg)
+            return self._on_message(msg)
+        except ProtocolError as exc:
+            return self._end(1007, f"{INVALID} ({exc.message})")
+
+    def _on_setup(self, msg: wire.ClientMessage) -> list[Action]:
+        if not isinstance(msg, wire.Setup):
+            raise ProtocolError(f"the first message must be setup, not {type(msg).__name__}")
+        if not msg.model.startswith("models/") or msg.model == "models/":
+            raise ProtocolError(f"model '{msg.model}' must be models/<name>")
+        if self._quota:
+            after = f" Please retry in {self._faults.retry_after_s:g}s."
+            return self._end(1011, f"RESOURCE_EXHAUSTED: quota exceeded (injected).{after}")
+        self._setup = msg
+        self._behaviour = self._factory(INPUT_RATE)
+        return [Send(wire.encode_server([wire.SetupComplete()]))]
+
+    def _on_message(self, msg: wire.ClientMessage) -> list[Action]:
+        assert self._setup is not None
+        auto = self._setup.automatic_activity_detection
+        match msg:
+            case wire.AudioIn(pcm=pcm, rate=rate):
+                if rate != INPUT_RATE:
+                    raise ProtocolError(f"this fake takes {INPUT_RATE} Hz audio, not {rate}")
+                return self._audio(pcm16_to_float(pcm))
+            case wire.ActivityStart() | wire.ActivityEnd() if auto:
+                raise ProtocolError(f"{type(msg).__name__} needs automatic activity detection off")
+            case wire.ActivityStart():
+                return self._interrupt()
+            case wire.ActivityEnd():
+                self._gate = self._received
+                return []
+            case wire.Setup():
+                raise ProtocolError("setup was already sent")
+        return []  # audioStreamEnd, clientContent: nothing to do for a reference behaviour
+
+    def _audio(self, samples: NDArray[np.float32]) -> list[Action]:
+        assert self._behaviour is not None and self._setup is not None
+        c0 = self._received
+        self._received += samples.size
+        faulted = self._media_faults()
+        if faulted:
+            return faulted
+        step = self._behaviour.push(samples)
+        reply = _scheduled_reply(self._behaviour)
+        if reply is not None and reply is not self._seen:
+            at, audio = self._seen = reply
+            pcm = float_to_pcm16(resample(audio, INPUT_RATE, OUTPUT_RATE))  # ready before it plays
+            self._pending = (at, audio.size, pcm)
+        actions: list[Action] = []
+        if step.speech_started and self._setup.automatic_activity_detection:
+            actions += self._interrupt()
+        actions += self._start_reply(c0)
+        actions += self._generate()
+        if self._playing is not None and c0 >= self._playing.end + TURN_COMPLETE_AFTER:
+            self._playing = None
+            actions.append(Send(wire.encode_server([wire.TurnComplete()])))
+        return actions + self._malformed()
+
+    def _interrupt(self) -> list[Action]:
+        assert self._setup is not None
+        if self._playing is None or self._setup.activity_handling == "NO_INTERRUPTION":
+            return []
+        self._playing = None
+        return [
+            Send(wire.encode_server([wire.Interrupted()])),
+            Send(wire.encode_server([wire.TurnComplete()])),
+        ]
+
+    def _start_reply(self, c0: int) -> list[Action]:
+        if self._pending is None or self._playing is not None:
+            return []
+        at, length, reply = self._pending
+        if self._setup is not None and not self._setup.automatic_activity_detection:
+            if self._gate is None:
+                return []  # VAD off: no reply before the client ends the turn
+            at = max(at, self._gate)
+        if at >= self._received:
+            return []
+        self._pending = self._gate = None
+        lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / INPUT_RATE))  # PCM16 silence
+        pcm = lead + reply
+        step = 2 * round(CHUNK_S * OUTPUT_RATE)
+        chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
+        self._playing = _Playback(at, at + length, chunks)
+        return []
+
+    def _generate(self) -> list[Action]:
+        p = self._playing
+        if p is None:
+            return []
+        elapsed_s = max(0, self._received - p.start) / INPUT_RATE
+        due = min(len(p.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
+        actions: list[Action] = [
+            Send(wire.encode_server([wire.ModelAudio(p.chunks[i])])) for i in range(p.sent, due)
+        ]
+        p.sent = max(p.sent, due)
+        if p.sent == len(p.chunks) and not p.generated:
+            p.generated = True
+            actions.append(Send(wire.encode_server([wire.GenerationComplete()])))
+        return actions
+
+    def _media_faults(self) -> list[Action]:
+        received_s = self._received / INPUT_RATE
+        if Faults.reached(self._faults.close_after_s, received_s):
+            goaway = Send(wire.encode_server([wire.GoAway(time_left="0s")]))
+            return [goaway, *self._end(1000, "")]
+        if Faults.reached(self._faults.stall_after_s, received_s):
+            self._done = True
+            return [Stall()]
+        return []
+
+    def _malformed(self) -> list[Action]:
+        if self._malformed_sent or not Faults.reached(
+            self._faults.malformed_after_s, self._received / INPUT_RATE
+        ):
+            return []
+        self._malformed_sent = True
+        actions: list[Action] = [Send(b'{"serverContent": {"modelTurn"')]  # truncated JSON
+        if self._faults.malformed_then_close:
+            actions += self._end(1011, "Internal error encountered.")
+        return actions
+
+    def _end(self, code: int, reason: str) -> list[Action]:
+        self._done = True
+        return [Close(code, _fit_reason(reason))]
+
+
+def _scheduled_reply(behaviour: Behaviour) -> tuple[int, NDArray[np.float32]] | None:
+    """The behaviour's scheduled reply, (first input sample, audio), or None.
+
+    The real API generates a reply faster than real time, so the fake needs all of it when it
+    starts, not frame by frame as ``Behaviour.push`` renders it. Behaviour has no public accessor
+    for it (yet), hence the private attribute.
+    """
+    reply: tuple[int, NDArray[np.float32]] | None = behaviour._reply
+    return reply
+
+
+def _fit_reason(reason: str) -> str:
+    """A close reason fits in 123 bytes of UTF-8."""
+    data = reason.encode()
+    return reason if len(data) <= 123 else data[:120].decode("utf-8", "ignore") + "..."

@@ -1,0 +1,116 @@
+"""The Gemini Live fake server: a thin asyncio shell that moves frames to and from ServerProtocol.
+
+It listens at the real path (``/ws/google.ai.generativelanguage.v1beta.GenerativeService.
+BidiGenerateContent``). Faults act as on every fake, except ``rate_limit_first``: the real API
+says "quota exceeded" by closing the socket with 1011 and RESOURCE_EXHAUSTED in the reason, so those
+attempts are let through the upgrade and closed that way once their setup arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from clients.behaviours import Behaviour
+from clients.fakeserver import DelayedOutbox, RunningServer, serve_websockets
+from clients.faults import Faults, Rejection
+from clients.gemini_live.protocol import PATHS, Action, Close, Send, ServerProtocol, Stall
+
+__all__ = ["start_server"]
+
+
+async def start_server(
+    behaviour_factory: Callable[[int], Behaviour],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: Faults | None = None,
+    api_key: str | None = None,
+) -> RunningServer:
+    """Serve the Gemini Live API; each connection gets a fresh 16 kHz behaviour.
+
+    ``api_key``: the one key accepted (x-goog-api-key header or ``key=`` query); a wrong or
+    missing key closes with 1008. None accepts any key and none (``serve-model`` and ``fake:``
+    models run it that way: they have no key).
+    """
+    faults = faults or Faults()
+    admission = _QuotaAdmission(faults)
+    ids = itertools.count(1)
+
+    async def handler(ws: ServerConnection) -> None:
+        quota = admission.take_quota()
+        protocol = ServerProtocol(
+            behaviour_factory,
+            faults,
+            api_key=api_key,
+            quota=quota,
+            session_id=f"gemini-live-{next(ids)}",
+        )
+        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        try:
+            with contextlib.suppress(ConnectionClosed):
+                assert ws.request is not None
+                if await _act(ws, outbox, protocol.open(ws.request.path, ws.request.headers)):
+                    return
+                async for message in ws:
+                    if await _act(ws, outbox, protocol.receive(message)):
+                        return
+        finally:
+            outbox.cancel()
+
+    return await serve_websockets(handler, host=host, port=port, faults=admission, path=PATHS[0])
+
+
+class _QuotaAdmission(Faults):
+    """``faults`` as serve_websockets sees it: the same answers and counts, except that a
+    rate-limited attempt is upgraded and marked, for the handler to close with RESOURCE_EXHAUSTED.
+    (Attempts racing each other may swap which one gets the mark; the number is right.)"""
+
+    def __init__(self, inner: Faults) -> None:
+        super().__init__()
+        self.inner = inner
+        self.quota_due = 0
+
+    def admit(self) -> Rejection | None:
+        rejection = self.inner.admit()
+        if rejection is not None and rejection.status == 429 and self.inner.refuse_status is None:
+            self.quota_due += 1
+            return None
+        return rejection
+
+    def take_quota(self) -> bool:
+        if self.quota_due <= 0:
+            return False
+        self.quota_due -= 1
+        return True
+
+
+async def _act(ws: ServerConnection, outbox: DelayedOutbox, actions: list[Action]) -> bool:
+    """Carry out ``actions``; True once the connection is finished (closed or stalled)."""
+    for action in actions:
+        if isinstance(action, Send):
+            await outbox.send(action.message)
+        elif isinstance(action, Close):
+            outbox.cancel()
+            await _close(ws, action)
+            return True
+        elif isinstance(action, Stall):
+            outbox.cancel()
+            await ws.wait_closed()  # not reading: the client's frames back up unanswered
+            return True
+    return False
+
+
+async def _close(ws: ServerConnection, action: Close) -> None:
+    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
+    # reply, so keep reading (and discarding) until the close handshake is done.
+    closing = asyncio.create_task(ws.close(action.code, action.reason))
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+    await closing

@@ -1,0 +1,162 @@
+"""MoshiClient: the asyncio shell around ClientProtocol. It moves messages and stamps arrivals.
+
+Connects to ``{url}/api/chat`` (the URL may already end in /api/chat), with every option as a query
+parameter (PersonaPlex: ``text_prompt``, ``voice_prompt``; ``ClientConfig.voice`` fills
+``voice_prompt`` when the options do not), waits for the handshake, then streams. Moshi answers
+each 80 ms of input with 80 ms of output, so the session must keep sending, silence included.
+
+Timing: audio is stamped on arrival. The Opus path adds a fixed ``CODEC_DELAY_S`` (13 ms) to a
+measured reply latency: the encoder lookahead, 6.5 ms on the way in and 6.5 ms on the way out,
+which a real Moshi deployment has too (see ``clients.moshi.codec``). Capabilities cannot say so;
+``describe()`` records it. Sending frames shorter than 80 ms adds up to one frame of delay more, as
+the stream is cut into 80 ms frames; the session sends ``frame_ms`` = 80 and avoids that.
+
+An API key, if given, goes in the ``kyutai-api-key`` header (Kyutai's servers) and as a bearer
+token (proxies in front of a server); never in the URL or a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from numpy.typing import NDArray
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
+from clients.moshi.protocol import ClientProtocol, chat_url, handshake_error, query_params
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+
+__all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
+
+FRAME_MS = FRAME * 1000 // RATE  # 80
+CODEC_DELAY_S = 2 * OPUS_DELAY_SAMPLES / RATE  # 0.013: Opus lookahead, client->server and back
+MAX_MESSAGE = 2**22
+CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
+
+
+class MoshiClient(DuplexClient):
+    protocol = "moshi"
+
+    def __init__(self, config: ClientConfig) -> None:
+        super().__init__(config)
+        self._url = chat_url(config.url, query_params(config.options, config.voice))
+        self._proto = ClientProtocol()
+        self._ws: ClientConnection | None = None
+        self._closing = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            input_rate=RATE,
+            output_rate=RATE,
+            frame_ms=FRAME_MS,
+            faster_than_realtime=False,  # one output frame per input frame, paced by our input
+            end_of_turn_signal=False,
+            server_vad=False,
+            continuous_output=True,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "codec_delay_s": CODEC_DELAY_S}
+
+    async def connect(self) -> None:
+        key = self.config.api_key
+        headers = {"kyutai-api-key": key, "Authorization": f"Bearer {key}"} if key else None
+        try:
+            self._ws = await connect(
+                self._url,
+                compression=None,
+                open_timeout=self.config.connect_timeout_s,
+                close_timeout=CLOSE_TIMEOUT_S,
+                max_size=MAX_MESSAGE,
+                max_queue=None,  # never push back on the server: that would skew arrival times
+                additional_headers=headers,
+            )
+        except InvalidStatus as exc:
+            raise handshake_error(exc.response.status_code, exc.response.headers) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            where = self._redact(self.config.url)
+            reason = self._redact(str(exc) or type(exc).__name__)
+            raise ConnectError(f"cannot connect to {where}: {reason}") from None
+        try:
+            await self._handshake(self._ws)
+        except SessionError:
+            await self.aclose()
+            raise
+
+    async def _handshake(self, ws: ClientConnection) -> None:
+        # PersonaPlex runs its system prompts first (seconds) and reads client messages while it
+        # does, so nothing may be sent before the handshake
+        timeout = self.config.connect_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                message = await ws.recv()
+        except TimeoutError:
+            raise ConnectError(f"no handshake within {timeout:g} s") from None
+        except ConnectionClosed as exc:
+            raise ConnectError(
+                f"connection closed before the handshake: {_close_text(exc)}"
+            ) from None
+        self.bytes_received += _size(message)
+        self._proto.receive_handshake(message)
+
+    async def send_audio(self, samples: NDArray[Any]) -> None:
+        ws = self._connected()
+        data = self._proto.audio_message(samples)
+        if data is None:
+            return  # less than a whole 80 ms frame so far
+        try:
+            await ws.send(data)
+        except ConnectionClosed as exc:
+            raise Disconnected(f"connection closed while sending: {_close_text(exc)}") from None
+        self.bytes_sent += len(data)
+
+    async def events(self) -> AsyncIterator[ClientEvent]:
+        ws = self._connected()
+        while True:
+            try:
+                message = await ws.recv()
+            except ConnectionClosed as exc:
+                if self._closing or (exc.rcvd is not None and exc.rcvd.code == 1000):
+                    return
+                lost = Disconnected(f"server closed the connection: {_close_text(exc)}")
+                yield ErrorEvent(lost, self.config.clock(), fatal=True)
+                return
+            arrival = self.config.clock()
+            self.bytes_received += _size(message)
+            try:
+                events = self._proto.receive(message, arrival)
+            except ProtocolError as exc:
+                yield ErrorEvent(exc, arrival, fatal=True)
+                return
+            for event in events:
+                yield event
+
+    async def aclose(self) -> None:
+        if self._ws is not None:
+            self._closing = True
+            await self._ws.close()
+
+    def _connected(self) -> ClientConnection:
+        if self._ws is None:
+            raise RuntimeError("MoshiClient: call connect() first")
+        return self._ws
+
+    def _redact(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, "***") if key else text
+
+
+def _size(message: str | bytes) -> int:
+    return len(message.encode()) if isinstance(message, str) else len(message)
+
+
+def _close_text(exc: ConnectionClosed) -> str:
+    frame = exc.rcvd or exc.sent
+    if frame is None:
+        return "no close frame (connection lost)"
+    return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")

@@ -1,0 +1,208 @@
+"""The fake server's session object: defaults, and ``session.update`` checked the way the real
+server checks it.
+
+``openai`` dialect: the GA shape is required (``type: "realtime"``, voice and turn detection under
+``audio``); the retired beta keys and any unknown key are an ``invalid_request_error`` naming the
+parameter, as the real API answers. Only what the fake can serve is accepted: ``audio/pcm`` at
+24 kHz and audio output. ``xai`` dialect: xAI's shape (``voice`` and ``turn_detection`` at the top,
+any PCM rate it lists); unknown keys are ignored, since xAI's strictness is not documented.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clients.openai_realtime.config import OPENAI_RATE, XAI_RATES, merge
+
+__all__ = ["DIALECTS", "InvalidRequest", "apply_update", "default_session", "input_rate", "vad"]
+
+DIALECTS = ("openai", "xai")
+
+_TOP = {
+    "type", "model", "instructions", "output_modalities", "audio", "tools", "tool_choice",
+    "max_output_tokens", "tracing", "truncation", "prompt", "include", "reasoning",
+    "parallel_tool_calls",
+}  # fmt: skip
+_BETA_ONLY = {
+    "modalities", "voice", "input_audio_format", "output_audio_format", "turn_detection",
+    "input_audio_transcription", "temperature", "max_response_output_tokens",
+}  # fmt: skip
+_AUDIO = {"input", "output"}
+_AUDIO_IN = {"format", "noise_reduction", "transcription", "turn_detection"}
+_AUDIO_OUT = {"format", "voice", "speed"}
+_VAD_KEYS = {
+    "server_vad": {
+        "type", "threshold", "prefix_padding_ms", "silence_duration_ms", "create_response",
+        "interrupt_response", "idle_timeout_ms",
+    },
+    "semantic_vad": {"type", "eagerness", "create_response", "interrupt_response"},
+}  # fmt: skip
+_VOICES = {
+    "openai": {"alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin",
+               "cedar"},
+    "xai": {"eve", "ara", "rex", "sal", "leo"},
+}  # fmt: skip
+
+
+@dataclass
+class InvalidRequest(Exception):
+    """Becomes an ``error`` event of type ``invalid_request_error``."""
+
+    code: str
+    message: str
+    param: str | None = None
+
+
+def default_session(dialect: str, session_id: str, model: str | None) -> dict[str, Any]:
+    fmt = {"type": "audio/pcm", "rate": OPENAI_RATE}
+    if dialect == "xai":
+        return {
+            "id": session_id,
+            "voice": "eve",
+            "instructions": "",
+            "turn_detection": {"type": "server_vad", "threshold": 0.85, "prefix_padding_ms": 333},
+            "audio": {"input": {"format": dict(fmt)}, "output": {"format": dict(fmt)}},
+        }
+    return {
+        "type": "realtime",
+        "object": "realtime.session",
+        "id": session_id,
+        "model": model,
+        "output_modalities": ["audio"],
+        "instructions": "",
+        "audio": {
+            "input": {
+                "format": dict(fmt),
+                "noise_reduction": None,
+                "transcription": None,
+                "turn_detection": {
+                    "type": "server_vad",
+                    "threshold": 0.5,
+                    "prefix_padding_ms": 300,
+                    "silence_duration_ms": 500,
+                    "idle_timeout_ms": None,
+                    "create_response": True,
+                    "interrupt_response": True,
+                },
+            },
+            "output": {"format": dict(fmt), "voice": "marin", "speed": 1.0},
+        },
+        "tools": [],
+        "tool_choice": "auto",
+        "max_output_tokens": "inf",
+    }
+
+
+def apply_update(session: dict[str, Any], update: Any, dialect: str) -> dict[str, Any]:
+    """The session after ``update``; InvalidRequest when the real server would refuse it."""
+    if not isinstance(update, dict):
+        raise InvalidRequest("invalid_type", "Invalid type for 'session': expected an object.")
+    if dialect == "xai":
+        _check_xai(update)
+    else:
+        _check_openai(update)
+    return merge(session, update)
+
+
+def vad(session: dict[str, Any], dialect: str) -> dict[str, Any] | None:
+    """The session's turn detection; None when the client commits turns itself."""
+    if dialect == "xai":
+        td = session.get("turn_detection")
+    else:
+        td = session["audio"]["input"].get("turn_detection")
+    return td if isinstance(td, dict) else None
+
+
+def input_rate(session: dict[str, Any]) -> int:
+    return int(session["audio"]["input"]["format"].get("rate", OPENAI_RATE))
+
+
+def _check_openai(s: dict[str, Any]) -> None:
+    if "type" not in s:
+        raise _missing("session.type")
+    if s["type"] != "realtime":
+        raise _invalid("session.type", s["type"], "'realtime'")
+    for key in s:
+        if key not in _TOP:
+            beta = " (a Realtime beta parameter; the GA shape nests it under 'audio')"
+            raise _unknown(f"session.{key}", beta if key in _BETA_ONLY else "")
+    if "output_modalities" in s and s["output_modalities"] != ["audio"]:
+        raise _invalid("session.output_modalities", s["output_modalities"], "['audio'] here")
+    audio = _obj(s, "audio", _AUDIO, "session")
+    audio_in = _obj(audio, "input", _AUDIO_IN, "session.audio")
+    audio_out = _obj(audio, "output", _AUDIO_OUT, "session.audio")
+    for where, part in (("input", audio_in), ("output", audio_out)):
+        if "format" in part:
+            _format(part["format"], f"session.audio.{where}.format", (OPENAI_RATE,))
+    if "turn_detection" in audio_in:
+        _turn_detection(audio_in["turn_detection"], "session.audio.input.turn_detection", _VAD_KEYS)
+    if "voice" in audio_out:
+        _voice(audio_out["voice"], "session.audio.output.voice", "openai")
+
+
+def _check_xai(s: dict[str, Any]) -> None:
+    audio = s.get("audio")
+    audio = audio if isinstance(audio, dict) else {}
+    for where in ("input", "output"):
+        part = audio.get(where)
+        if isinstance(part, dict) and "format" in part:
+            _format(part["format"], f"session.audio.{where}.format", XAI_RATES)
+    if "turn_detection" in s:
+        keys = {"server_vad": _VAD_KEYS["server_vad"]}
+        _turn_detection(s["turn_detection"], "session.turn_detection", keys)
+    if "voice" in s:
+        _voice(s["voice"], "session.voice", "xai")
+
+
+def _obj(parent: dict[str, Any], key: str, allowed: set[str], where: str) -> dict[str, Any]:
+    value = parent.get(key, {})
+    if not isinstance(value, dict):
+        raise InvalidRequest("invalid_type", f"Invalid type for '{where}.{key}'.", f"{where}.{key}")
+    for k in value:
+        if k not in allowed:
+            raise _unknown(f"{where}.{key}.{k}")
+    return value
+
+
+def _format(fmt: Any, where: str, rates: tuple[int, ...]) -> None:
+    if not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm":
+        got = fmt.get("type") if isinstance(fmt, dict) else fmt
+        raise _invalid(f"{where}.type", got, "'audio/pcm' (the only format this fake serves)")
+    if set(fmt) - {"type", "rate"}:
+        raise _unknown(f"{where}.{sorted(set(fmt) - {'type', 'rate'})[0]}")
+    if fmt.get("rate", OPENAI_RATE) not in rates:
+        raise _invalid(f"{where}.rate", fmt.get("rate"), " or ".join(map(str, rates)))
+
+
+def _turn_detection(td: Any, where: str, kinds: dict[str, set[str]]) -> None:
+    if td is None:
+        return
+    if not isinstance(td, dict) or td.get("type") not in kinds:
+        got = td.get("type") if isinstance(td, dict) else td
+        raise _invalid(f"{where}.type", got, " or ".join(f"'{k}'" for k in kinds) + " or null")
+    for k in td:
+        if k not in kinds[td["type"]]:
+            raise _unknown(f"{where}.{k}")
+
+
+def _voice(voice: Any, where: str, dialect: str) -> None:
+    if isinstance(voice, dict) and isinstance(voice.get("id"), str):
+        return
+    if not isinstance(voice, str) or voice.lower() not in _VOICES[dialect]:
+        raise _invalid(where, voice, ", ".join(sorted(_VOICES[dialect])))
+
+
+def _missing(param: str) -> InvalidRequest:
+    return InvalidRequest(
+        "missing_required_parameter", f"Missing required parameter: '{param}'.", param
+    )
+
+
+def _unknown(param: str, hint: str = "") -> InvalidRequest:
+    return InvalidRequest("unknown_parameter", f"Unknown parameter: '{param}'.{hint}", param)
+
+
+def _invalid(param: str, value: Any, expected: str) -> InvalidRequest:
+    message = f"Invalid value for '{param}': {value!r}. Expected {expected}."
+    return InvalidRequest("invalid_value", message, param)

@@ -1,0 +1,152 @@
+"""The fake openai-realtime server at ``/v1/realtime``: a thin asyncio shell around ServerProtocol.
+
+The handshake is checked before the upgrade, in this order: injected faults (``Faults.admit``),
+the path (404), ``Authorization: Bearer <key>`` (401: missing, empty, or not ``api_key`` when one
+is set; by default any non-empty key passes) and, for the ``openai`` dialect, ``?model=`` (400).
+An ``OpenAI-Beta`` header is let through and answered like the real server answers it: an
+``error`` event with code ``beta_api_shape_disabled``, then a close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections.abc import Callable
+from urllib.parse import parse_qsl, urlsplit
+
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from clients.behaviours import Behaviour
+from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer
+from clients.faults import Faults
+from clients.openai_realtime.server_protocol import Action, Close, Send, ServerProtocol, Stall
+
+__all__ = ["PATH", "start_server"]
+
+PATH = "/v1/realtime"
+
+
+async def start_server(
+    behaviour_factory: Callable[[int], Behaviour],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: Faults | None = None,
+    api_key: str | None = None,
+    dialect: str = "openai",
+    beta_names: bool = False,
+) -> RunningServer:
+    """Serve openai-realtime; each connection gets a fresh behaviour at the session's input rate.
+
+    ``dialect`` "xai" mimics xAI's Grok voice agent; ``beta_names`` sends the retired beta event
+    names (``response.audio.delta`` ...) to exercise a client's aliases.
+    """
+    faults = faults or Faults()
+    ids = itertools.count(1)
+    ServerProtocol(behaviour_factory, dialect=dialect)  # a bad dialect fails here, not per client
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        rejection = faults.admit()
+        if rejection is not None:
+            response = connection.respond(rejection.status, rejection.body)
+            response.headers.update(Headers(rejection.headers))
+            return response
+        url = urlsplit(request.path)
+        if url.path.rstrip("/") != PATH:
+            return _refuse(connection, 404, "invalid_request_error", "not_found", "Not found.")
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip() or (api_key and token != api_key):
+            message = "Incorrect or missing API key."  # never echo what was sent
+            return _refuse(connection, 401, "invalid_request_error", "invalid_api_key", message)
+        query = dict(parse_qsl(url.query))
+        if dialect == "openai" and not (query.get("model") or query.get("call_id")):
+            message = "Missing required parameter: 'model'."
+            return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
+        return None
+
+    async def handler(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        protocol = ServerProtocol(
+            behaviour_factory,
+            faults,
+            dialect=dialect,
+            beta_names=beta_names,
+            beta_header="OpenAI-Beta" in ws.request.headers,
+            model=dict(parse_qsl(urlsplit(ws.request.path).query)).get("model"),
+            session_id=f"sess_fake_{next(ids)}",
+        )
+        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        try:
+            with contextlib.suppress(ConnectionClosed):
+                if await _carry_out(ws, protocol.opening(), outbox):
+                    return
+                async for message in ws:
+                    if isinstance(message, str):
+                        actions = protocol.receive_text(message)
+                    else:
+                        actions = protocol.receive_binary(message)
+                    if await _carry_out(ws, actions, outbox):
+                        return
+        finally:
+            outbox.cancel()
+
+    # close_timeout is short because a stalled connection never answers a close
+    server = await serve(
+        handler,
+        host,
+        port,
+        compression=None,
+        process_request=process_request,
+        close_timeout=1.0,
+        max_size=MAX_MESSAGE,
+    )
+    bound = server.sockets[0].getsockname()
+    shown = f"[{host}]" if ":" in host else host
+    url = f"ws://{shown}:{bound[1]}{PATH}"
+
+    async def close() -> None:
+        server.close()
+        await server.wait_closed()
+
+    return RunningServer(host, int(bound[1]), url, close)
+
+
+def _refuse(
+    connection: ServerConnection, status: int, kind: str, code: str, message: str
+) -> Response:
+    body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
+    response = connection.respond(status, body + "\n")
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response
+
+
+async def _carry_out(ws: ServerConnection, actions: list[Action], outbox: DelayedOutbox) -> bool:
+    """Carry out ``actions``; True once the connection is finished with (closed or stalled)."""
+    for action in actions:
+        if isinstance(action, Send):
+            await outbox.send(action.message)
+        elif isinstance(action, Close):
+            outbox.cancel()
+            await _close(ws, action)
+            return True
+        elif isinstance(action, Stall):
+            outbox.cancel()
+            await ws.wait_closed()  # not reading: the client's frames back up unanswered
+            return True
+    return False
+
+
+async def _close(ws: ServerConnection, action: Close) -> None:
+    # keep reading (and discarding) until the close handshake is done: unread frames could pause
+    # reading and hide the client's close reply
+    closing = asyncio.create_task(ws.close(action.code, action.reason))
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+    await closing

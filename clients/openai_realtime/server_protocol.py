@@ -1,0 +1,411 @@
+"""The fake openai-realtime server without I/O: client events in, ``Action``s out.
+
+A reference behaviour hears every ``input_audio_buffer.append`` as it arrives (media time, at the
+session's input rate). Its ``Step`` flags become ``input_audio_buffer.speech_started`` /
+``speech_stopped`` when server VAD is on. When it decides on a reply, the reply is sent the way
+the real API sends one, faster than real time: ``response.created``, the whole audio as 100 ms
+``response.output_audio.delta`` events in one burst, then the ``.done`` events and
+``response.done``. The burst goes out with the input chunk in which the reply starts in media time
+(not when it was decided), led by the silence between that chunk's start and the reply's first
+sample, so a listener who plays each chunk at max(arrival, end of the previous) hears the reply
+start exactly where the behaviour put it: E + latency for ``delayed-echo``.
+
+With turn detection off the behaviour still tracks turns, but no VAD events are sent and a reply
+goes out only after ``input_audio_buffer.commit`` and ``response.create`` (an empty response when
+the behaviour has nothing to say). Media faults trigger on input media time, as in pcm-ws.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clients.behaviours import Behaviour
+from clients.behaviours.base import FloatArray
+from clients.faults import Faults
+from clients.openai_realtime import fake_session
+from clients.openai_realtime.events import BETA_ALIASES
+from simulator.core.audio import float_to_pcm16, pcm16_to_float
+
+__all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
+
+CHUNK_S = 0.1  # reply audio per output_audio.delta
+_GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
+_PING_EVERY_MS = 1000  # xai dialect only
+
+
+@dataclass(frozen=True)
+class Send:
+    message: str
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send nothing more and stop reading, leaving the connection open."""
+
+
+Action = Send | Close | Stall
+
+
+def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:
+    """(first sample, audio) of the reply the behaviour has decided on and not yet finished.
+
+    Behaviour keeps this private; a server that sends replies ahead of real time needs it whole.
+    """
+    reply: tuple[int, FloatArray] | None = behaviour._reply
+    return reply
+
+
+class ServerProtocol:
+    """One fake-server connection."""
+
+    def __init__(
+        self,
+        behaviour_factory: Callable[[int], Behaviour],
+        faults: Faults | None = None,
+        *,
+        dialect: str = "openai",
+        beta_names: bool = False,
+        beta_header: bool = False,
+        model: str | None = None,
+        session_id: str = "sess_fake_1",
+    ) -> None:
+        if dialect not in fake_session.DIALECTS:
+            raise ValueError(f"dialect must be one of {fake_session.DIALECTS}, not {dialect!r}")
+        self._factory = behaviour_factory
+        self._faults = faults or Faults()
+        self._dialect = dialect
+        self._beta_names = beta_names
+        self._beta_header = beta_header
+        self._session = fake_session.default_session(dialect, session_id, model)
+        self._behaviour: Behaviour | None = None
+        self._received = 0  # input samples, all told
+        self._buffered = 0  # input samples since the last commit or clear
+        self._pending: tuple[int, FloatArray] | None = None  # decided, not yet sent
+        self._captured = False  # the behaviour's current reply is already pending or sent
+        self._armed = 0  # response.create requests not yet answered
+        self._turn_open = False
+        self._ids = itertools.count(1)
+        self._malformed_sent = False
+        self._next_ping_ms = _PING_EVERY_MS
+        self._done = False  # closed or stalled: ignore everything
+        self.responses = 0  # responses sent, for tests
+
+    # --- entry points ----------------------------------------------------------------------
+
+    def opening(self) -> list[Action]:
+        """What the server sends as soon as the connection is open."""
+        if self._beta_header:
+            self._done = True
+            message = (
+                "The Realtime Beta API is no longer supported. "
+                "Please use /v1/realtime for the GA API."
+            )
+            error = self._error("beta_api_shape_disabled", message, None, None)
+            return [error, Close(1008, "beta_api_shape_disabled")]
+        if self._dialect == "xai":
+            conversation = {"id": f"conv_{self._session['id']}", "object": "realtime.conversation"}
+            return [self._event("conversation.created", conversation=conversation)]
+        return [self._event("session.created", session=self._session)]
+
+    def receive_binary(self, data: bytes) -> list[Action]:
+        if self._done:
+            return []
+        return [self._error("invalid_value", "Binary frames are not supported.", None, None)]
+
+    def receive_text(self, text: str) -> list[Action]:
+        if self._done:
+            return []
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return [self._error("invalid_json", "The event is not valid JSON.", None, None)]
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [self._error("missing_required_parameter", "Missing 'type'.", "type", None)]
+        handler = self._handlers().get(obj["type"])
+        if handler is None:
+            known = ", ".join(self._handlers())
+            message = f"Invalid value: '{obj['type']}'. Supported values are: {known}."
+            return [self._error("invalid_value", message, "type", obj.get("event_id"))]
+        return handler(obj)
+
+    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], list[Action]]]:
+        return {
+            "session.update": self._session_update,
+            "input_audio_buffer.append": self._append,
+            "input_audio_buffer.commit": self._commit,
+            "input_audio_buffer.clear": self._clear,
+            "response.create": self._response_create,
+            "response.cancel": self._response_cancel,
+            "conversation.item.truncate": self._truncate,
+        }
+
+    # --- client events ---------------------------------------------------------------------
+
+    def _session_update(self, obj: dict[str, Any]) -> list[Action]:
+        try:
+            session = fake_session.apply_update(self._session, obj.get("session"), self._dialect)
+            rate = fake_session.input_rate(session)
+            if self._behaviour is not None and rate != self._behaviour.rate:
+                raise fake_session.InvalidRequest(
+                    "invalid_value", "The input rate cannot change once audio has been sent."
+                )
+        except fake_session.InvalidRequest as exc:
+            return [self._error(exc.code, exc.message, exc.param, obj.get("event_id"))]
+        self._session = session
+        return [self._event("session.updated", session=session)]
+
+    def _append(self, obj: dict[str, Any]) -> list[Action]:
+        audio = obj.get("audio")
+        if not isinstance(audio, str):
+            return [self._error("missing_required_parameter", "Missing 'audio'.", "audio", None)]
+        try:
+            pcm = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            return [self._error("invalid_value", "Invalid base64 in 'audio'.", "audio", None)]
+        if len(pcm) % 2:
+            return [
+                self._error("invalid_value", "PCM16 audio needs an even length.", "audio", None)
+            ]
+        samples = pcm16_to_float(pcm)
+        behaviour = self._behaviour_now()
+        c0 = self._received
+        self._received += samples.size
+        self._buffered += samples.size
+        faulted = self._media_faults()
+        if faulted:
+            return faulted
+        actions = self._listen(behaviour, samples, c0)
+        return actions + self._ping() + self._malformed()
+
+    def _commit(self, obj: dict[str, Any]) -> list[Action]:
+        rate = fake_session.input_rate(self._session)
+        if self._buffered * 10 < rate:  # under 100 ms
+            ms = self._buffered * 1000 // rate
+            message = (
+                "Error committing input audio buffer: buffer too small. Expected at least 100ms "
+                f"of audio, but buffer only has {ms:.2f}ms of audio."
+            )
+            return [
+                self._error("input_audio_buffer_commit_empty", message, None, obj.get("event_id"))
+            ]
+        self._buffered = 0
+        return self._user_item()
+
+    def _clear(self, obj: dict[str, Any]) -> list[Action]:
+        self._buffered = 0
+        return [self._event("input_audio_buffer.cleared")]
+
+    def _response_create(self, obj: dict[str, Any]) -> list[Action]:
+        self._armed += 1
+        if self._pending is not None and self._pending[0] < self._received:
+            return self._respond(self._received)  # its start has passed: now
+        replying = self._behaviour is not None and self._behaviour.replying
+        if self._pending is None and not self._turn_open and not replying:
+            return self._respond_empty()  # nothing to say, and no turn under way
+        return []  # answered when the behaviour's reply starts in media time
+
+    def _response_cancel(self, obj: dict[str, Any]) -> list[Action]:
+        # every response goes out in one burst, so none is ever in progress
+        message = "Cancellation failed: no active response found"
+        return [self._error("response_cancel_not_active", message, None, obj.get("event_id"))]
+
+    def _truncate(self, obj: dict[str, Any]) -> list[Action]:
+        fields = {k: obj.get(k) for k in ("item_id", "content_index", "audio_end_ms")}
+        return [self._event("conversation.item.truncated", **fields)]
+
+    # --- the behaviour ---------------------------------------------------------------------
+
+    def _behaviour_now(self) -> Behaviour:
+        if self._behaviour is None:
+            self._behaviour = self._factory(fake_session.input_rate(self._session))
+        return self._behaviour
+
+    def _listen(self, b: Behaviour, samples: FloatArray, c0: int) -> list[Action]:
+        step = b.push(samples)
+        td = fake_session.vad(self._session, self._dialect)
+        actions: list[Action] = []
+        if td is not None and step.speech_started:
+            padding = int(td.get("prefix_padding_ms", 300))
+            actions.append(self._speech("speech_started", max(0, self._ms(c0) - padding)))
+        if td is not None and step.speech_stopped:
+            actions.append(self._speech("speech_stopped", self._ms(b.turns[-1].decided)))
+            self._buffered = 0
+            actions += self._user_item()
+        self._turn_open = (self._turn_open or step.speech_started) and not step.speech_stopped
+        self._capture(b, step.audio, step.reply_started, c0)
+        auto = td is not None and td.get("create_response", True) is not False
+        pending = self._pending
+        if pending is not None and (auto or self._armed) and pending[0] < c0 + samples.size:
+            actions += self._respond(c0)
+        elif self._armed and step.speech_stopped and pending is None and not b.replying:
+            actions += self._respond_empty()
+        return actions
+
+    def _capture(self, b: Behaviour, audio: FloatArray, started: bool, c0: int) -> None:
+        if b.replying:
+            if not self._captured:
+                self._pending = scheduled_reply(b)
+                self._captured = True
+            return
+        if started and not self._captured:  # a reply that began and ended inside this chunk
+            self._pending = (c0, audio.copy())
+        self._captured = False
+
+    # --- server events ---------------------------------------------------------------------
+
+    def _respond(self, c0: int) -> list[Action]:
+        """The whole reply in one burst; silence first up to its first sample (when after c0)."""
+        assert self._pending is not None
+        at, audio = self._pending
+        self._pending = None
+        self._armed = max(0, self._armed - 1)
+        self.responses += 1
+        lead = np.zeros(max(0, at - c0), dtype=np.float32)
+        pcm = float_to_pcm16(np.concatenate((lead, audio)))
+        n = self.responses
+        rid, iid = f"resp_{n}", f"item_resp_{n}"
+        rate = fake_session.input_rate(self._session)
+        step = 2 * round(CHUNK_S * rate)
+        ids = {"response_id": rid, "item_id": iid, "output_index": 0, "content_index": 0}
+        said = f"({len(audio) / rate:.2f} s of reply audio)"
+        item = {"id": iid, "object": "realtime.item", "type": "message", "role": "assistant"}
+        actions: list[Action] = [
+            self._event("response.created", response=self._response(rid, "in_progress", [])),
+            self._event("rate_limits.updated", rate_limits=_RATE_LIMITS),
+            self._event("response.output_item.added", response_id=rid, output_index=0, item=item),
+            self._event("conversation.item.added", item=item),
+            self._event("response.content_part.added", **ids, part={"type": "audio"}),
+        ]
+        for i in range(0, len(pcm), step):
+            delta = base64.b64encode(pcm[i : i + step]).decode("ascii")
+            actions.append(self._event("response.output_audio.delta", **ids, delta=delta))
+            if i == 0:
+                actions.append(
+                    self._event("response.output_audio_transcript.delta", **ids, delta=said)
+                )
+        done_item = {**item, "status": "completed"}
+        actions += [
+            self._event("response.output_audio.done", **ids),
+            self._event("response.output_audio_transcript.done", **ids, transcript=said),
+            self._event("response.content_part.done", **ids, part={"type": "audio"}),
+            self._event(
+                "response.output_item.done", response_id=rid, output_index=0, item=done_item
+            ),
+            self._event("conversation.item.done", item=done_item),
+            self._response_done(rid, [done_item]),
+        ]
+        return actions
+
+    def _respond_empty(self) -> list[Action]:
+        self._armed = max(0, self._armed - 1)
+        self.responses += 1
+        rid = f"resp_{self.responses}"
+        return [
+            self._event("response.created", response=self._response(rid, "in_progress", [])),
+            self._response_done(rid, []),
+        ]
+
+    def _response_done(self, rid: str, output: list[dict[str, Any]]) -> Send:
+        usage = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0}
+        response = {**self._response(rid, "completed", output), "usage": usage}
+        extra = {"usage": usage} if self._dialect == "xai" else {}
+        return self._event("response.done", response=response, **extra)
+
+    @staticmethod
+    def _response(rid: str, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": rid,
+            "object": "realtime.response",
+            "status": status,
+            "status_details": None,
+            "output": output,
+        }
+
+    def _user_item(self) -> list[Action]:
+        n = next(self._ids)
+        item = {
+            "id": f"item_user_{n}",
+            "object": "realtime.item",
+            "type": "message",
+            "role": "user",
+        }
+        return [
+            self._event("input_audio_buffer.committed", item_id=item["id"], previous_item_id=None),
+            self._event("conversation.item.added", item=item),
+            self._event("conversation.item.done", item={**item, "status": "completed"}),
+        ]
+
+    def _speech(self, kind: str, ms: int) -> Send:
+        item_id = f"item_user_{self.responses + 1}"
+        if self._dialect == "xai":  # xAI's VAD events carry no audio positions
+            return self._event(f"input_audio_buffer.{kind}", item_id=item_id)
+        key = "audio_start_ms" if kind == "speech_started" else "audio_end_ms"
+        return self._event(f"input_audio_buffer.{kind}", item_id=item_id, **{key: ms})
+
+    def _event(self, kind: str, **fields: Any) -> Send:
+        if self._beta_names:
+            kind = _GA_TO_BETA.get(kind, kind)
+        body = {"type": kind, "event_id": f"event_{next(self._ids)}", **fields}
+        return Send(json.dumps(body, separators=(",", ":")))
+
+    def _error(self, code: str, message: str, param: str | None, event_id: Any) -> Send:
+        error = {
+            "type": "invalid_request_error",
+            "code": code,
+            "message": message,
+            "param": param,
+            "event_id": event_id if isinstance(event_id, str) else None,
+        }
+        return self._event("error", error=error)
+
+    # --- faults and extras -----------------------------------------------------------------
+
+    def _media_faults(self) -> list[Action]:
+        received_s = self._received / fake_session.input_rate(self._session)
+        if Faults.reached(self._faults.close_after_s, received_s):
+            self._done = True
+            return [Close(1011, "injected fault: close_after_s")]
+        if Faults.reached(self._faults.stall_after_s, received_s):
+            self._done = True
+            return [Stall()]
+        return []
+
+    def _malformed(self) -> list[Action]:
+        received_s = self._received / fake_session.input_rate(self._session)
+        if self._malformed_sent or not Faults.reached(self._faults.malformed_after_s, received_s):
+            return []
+        self._malformed_sent = True
+        actions: list[Action] = [Send('{"type": "response.output_audio.delta"')]  # truncated
+        if self._faults.malformed_then_close:
+            self._done = True
+            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        return actions
+
+    def _ping(self) -> list[Action]:
+        if self._dialect != "xai" or self._ms(self._received) < self._next_ping_ms:
+            return []
+        self._next_ping_ms += _PING_EVERY_MS
+        return [self._event("ping", timestamp=self._ms(self._received))]
+
+    def _ms(self, samples: int) -> int:
+        return samples * 1000 // fake_session.input_rate(self._session)
+
+
+_RATE_LIMITS = [
+    {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 0.06},
+    {"name": "tokens", "limit": 100000, "remaining": 99000, "reset_seconds": 0.6},
+]

@@ -1,0 +1,467 @@
+"""The openai-webrtc protocol without I/O: options, the ``oai-events`` data channel both ways.
+
+The data channel carries the same JSON events as the Realtime WebSocket API, so server events are
+decoded with ``clients.openai_realtime.events`` and server errors classified with its
+``classify_error``; audio travels on the RTP track instead of ``response.output_audio.delta``.
+
+``ClientProtocol`` runs the handshake (``session.created`` -> ``session.update`` ->
+``session.updated``) and maps events. Over WebRTC the server paces audio in real time, so
+``response.done`` (generation finished) can come long before the audio has played; the reply's end
+is ``output_audio_buffer.stopped`` (its buffer drained) or ``.cleared`` (cut off). A response that
+never announced ``output_audio_buffer.started`` ends at ``response.done``.
+
+``ServerProtocol`` is the fake server's side: it drives a reference behaviour with the audio the
+track delivers, speaks the data channel and applies the media-time faults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numpy.typing import NDArray
+
+from clients.base import (
+    ClientEvent,
+    EndOfTurn,
+    ErrorEvent,
+    SpeechStarted,
+    SpeechStopped,
+    Transcript,
+)
+from clients.behaviours import Behaviour
+from clients.faults import Faults
+from clients.openai_realtime import events as wire
+from clients.openai_realtime.config import merge
+from clients.openai_realtime.protocol import classify_error
+from clients.openai_webrtc.rtc import ENCODER_DELAY_S, JITTER_DELAY_S
+from simulator.core.errors import ConfigError, ProtocolError, RemoteError
+
+__all__ = [
+    "Action",
+    "ClientProtocol",
+    "Close",
+    "SendAudio",
+    "SendEvent",
+    "ServerProtocol",
+    "Stall",
+    "WebRTCOptions",
+]
+
+_KNOWN = {
+    "turn_detection",
+    "instructions",
+    "session",
+    "sdp_format",
+    "jitter_delay_s",
+    "jitter_tolerance_s",
+    "encoder_delay_s",
+    "loopback_ice",
+    "idle_fill_s",
+    "continuous_output",
+    "end_of_turn",
+}
+_VAD_TYPES = ("server_vad", "semantic_vad")
+
+
+def _fail(text: str) -> ConfigError:
+    return ConfigError(f"openai-webrtc: {text}")
+
+
+@dataclass(frozen=True)
+class WebRTCOptions:
+    """A profile's ``options`` for openai-webrtc, checked.
+
+    - ``turn_detection``: "server_vad" (default), "semantic_vad", "none" (manual turns: the client
+      commits and asks for a response), or a table sent as given.
+    - ``instructions``; ``session``: a table deep-merged last into the session object.
+    - ``sdp_format``: "auto" (default: raw SDP with an ``ek_`` key, multipart otherwise), "sdp" or
+      "multipart" (the form with ``sdp`` and ``session`` parts).
+    - ``jitter_delay_s``: the receive-buffer delay removed from audio arrivals (default 0.08).
+    - ``loopback_ice``: offer only 127.0.0.1 candidates (default: when the URL's host is loopback).
+    - ``idle_fill_s``: silence frames once nothing was sent this long (default 0.5; null: never).
+    - ``continuous_output``: the server streams audio all the time (default false).
+    - ``end_of_turn``: "audio_stopped" (default) or "response_done".
+    """
+
+    voice: str | None = None
+    model: str | None = None
+    turn_detection: Mapping[str, Any] | None = field(default_factory=lambda: {"type": "server_vad"})
+    instructions: str | None = None
+    session_extra: Mapping[str, Any] = field(default_factory=dict)
+    sdp_format: str = "auto"
+    jitter_delay_s: float = JITTER_DELAY_S
+    jitter_tolerance_s: float = JITTER_DELAY_S
+    encoder_delay_s: float = ENCODER_DELAY_S
+    loopback_ice: bool | None = None
+    idle_fill_s: float | None = 0.5
+    continuous_output: bool = False
+    end_of_turn: str = "audio_stopped"
+
+    @property
+    def manual(self) -> bool:
+        return self.turn_detection is None
+
+    @classmethod
+    def from_options(
+        cls, options: Mapping[str, Any], *, voice: str | None = None, model: str | None = None
+    ) -> WebRTCOptions:
+        unknown = sorted(set(options) - _KNOWN)
+        if unknown:
+            raise _fail(
+                f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(_KNOWN))})"
+            )
+        o = dict(options)
+        instructions = o.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            raise _fail("instructions must be a string")
+        extra = o.get("session", {})
+        if not isinstance(extra, Mapping):
+            raise _fail("option 'session' must be a table")
+        return cls(
+            voice=voice,
+            model=model,
+            turn_detection=_turn_detection(o.get("turn_detection", "server_vad")),
+            instructions=instructions,
+            session_extra=extra,
+            sdp_format=_choice(o, "sdp_format", ("auto", "sdp", "multipart")),
+            jitter_delay_s=_seconds(o, "jitter_delay_s", JITTER_DELAY_S),
+            jitter_tolerance_s=_seconds(o, "jitter_tolerance_s", JITTER_DELAY_S),
+            encoder_delay_s=_seconds(o, "encoder_delay_s", ENCODER_DELAY_S),
+            loopback_ice=_flag(o, "loopback_ice", None),
+            idle_fill_s=_seconds(o, "idle_fill_s", 0.5, allow_none=True),
+            continuous_output=bool(_flag(o, "continuous_output", False)),
+            end_of_turn=_choice(o, "end_of_turn", ("audio_stopped", "response_done")),
+        )
+
+    def session(self, *, with_model: bool = False) -> dict[str, Any]:
+        """The session object: in ``session.update``, and (with the model) in the multipart form.
+        No audio formats: over WebRTC the codec is negotiated in the SDP."""
+        output: dict[str, Any] = {"voice": self.voice} if self.voice else {}
+        body: dict[str, Any] = {
+            "type": "realtime",
+            "output_modalities": ["audio"],
+            "audio": {"input": {"turn_detection": _copy(self.turn_detection)}, "output": output},
+        }
+        if with_model and self.model:
+            body["model"] = self.model
+        if self.instructions is not None:
+            body["instructions"] = self.instructions
+        return merge(body, self.session_extra)
+
+    def multipart(self, api_key: str | None) -> bool:
+        if self.sdp_format == "auto":
+            return not (api_key or "").startswith("ek_")
+        return self.sdp_format == "multipart"
+
+
+def _copy(table: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if table is None else dict(table)
+
+
+def _turn_detection(value: Any) -> Mapping[str, Any] | None:
+    if value is None or value == "none":
+        return None
+    table = {"type": value} if isinstance(value, str) else value
+    if not isinstance(table, Mapping) or table.get("type") not in _VAD_TYPES:
+        raise _fail(
+            f"turn_detection must be server_vad, semantic_vad, none or a table, not {value!r}"
+        )
+    return dict(table)
+
+
+def _choice(o: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str:
+    value = o.get(name, allowed[0])
+    if value not in allowed:
+        raise _fail(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return str(value)
+
+
+def _seconds(o: Mapping[str, Any], name: str, default: float, *, allow_none: bool = False) -> Any:
+    value = o.get(name, default)
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise _fail(f"{name} must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+def _flag(o: Mapping[str, Any], name: str, default: bool | None) -> bool | None:
+    value = o.get(name, default)
+    if value is not None and not isinstance(value, bool):
+        raise _fail(f"{name} must be true or false, not {value!r}")
+    return value
+
+
+# --- the client side ----------------------------------------------------------------------------
+
+
+class ClientProtocol:
+    def __init__(self, options: WebRTCOptions, *, secrets: Sequence[str] = ()) -> None:
+        self.options = options
+        self.state = "opening"  # -> "updating" -> "ready"
+        self.session: dict[str, Any] | None = None  # as session.updated reported it
+        self._secrets = tuple(s for s in secrets if s)
+        self._ids = itertools.count(1)
+        self._playing = False  # output_audio_buffer.started seen, not yet stopped
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def receive_handshake(self, text: str) -> list[str]:
+        """Feed one data-channel message during the handshake; returns the messages to send."""
+        msg = self._decode(text)
+        if isinstance(msg, wire.Error):
+            error, _ = classify_error(msg, self._secrets)
+            if type(error) is RemoteError and error.reason == "remote":
+                raise RemoteError(f"session set-up failed: {error}", retryable=error.retryable)
+            raise error
+        if self.state == "opening" and isinstance(msg, wire.SessionCreated):
+            self.state = "updating"
+            return [wire.session_update(self.options.session(), self._event_id())]
+        if self.state == "updating" and isinstance(msg, wire.SessionUpdated):
+            self.session = msg.session
+            self.state = "ready"
+        return []
+
+    def commit_messages(self) -> list[str]:
+        """End of the user's turn: commit and ask for a response, only without turn detection."""
+        if not self.options.manual:
+            return []
+        return [wire.commit(self._event_id()), wire.response_create(self._event_id())]
+
+    def receive_text(self, text: str, arrival: float) -> list[ClientEvent]:
+        msg = self._decode(text)
+        by_response = self.options.end_of_turn == "response_done"
+        match msg:
+            case wire.TranscriptDelta(delta=delta):
+                return [Transcript(delta, arrival, False)]
+            case wire.TranscriptDone(transcript=said):
+                return [Transcript(said, arrival, True)]
+            case wire.SpeechStarted():
+                return [SpeechStarted(arrival)]
+            case wire.SpeechStopped():
+                return [SpeechStopped(arrival)]
+            case wire.ResponseDone(status="failed"):
+                return [self._failed(msg, arrival)]
+            case wire.ResponseDone():
+                return [] if self._playing and not by_response else [EndOfTurn(arrival)]
+            case wire.Error():
+                error, fatal = classify_error(msg, self._secrets)
+                return [ErrorEvent(error, arrival, fatal)]
+            case wire.Ignored(type="output_audio_buffer.started"):
+                self._playing = True
+            case wire.Ignored(type="output_audio_buffer.stopped" | "output_audio_buffer.cleared"):
+                if self._playing:
+                    self._playing = False
+                    return [] if by_response else [EndOfTurn(arrival)]
+        return []  # audio deltas (audio comes over RTP), rate limits, unknown types
+
+    def _failed(self, done: wire.ResponseDone, arrival: float) -> ClientEvent:
+        self._playing = False
+        details = done.status_details or {}
+        found = details.get("error")
+        err: dict[str, Any] = found if isinstance(found, dict) else {}
+        cause = wire.Error(
+            message=str(err.get("message") or "the response failed"),
+            type=str(err.get("type") or "server_error"),
+            code=err.get("code") if isinstance(err.get("code"), str) else None,
+        )
+        error, _ = classify_error(cause, self._secrets)
+        return ErrorEvent(error, arrival, fatal=True)
+
+    def _decode(self, text: str) -> wire.Message:
+        try:
+            return wire.decode(text)
+        except ProtocolError as exc:
+            message = exc.message
+            for secret in self._secrets:
+                message = message.replace(secret, "***")
+            raise ProtocolError(message) from None
+
+    def _event_id(self) -> str:
+        return f"evt_duplexsim_{next(self._ids)}"
+
+
+# --- the fake server's side ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SendEvent:
+    text: str
+
+
+@dataclass(frozen=True)
+class SendAudio:
+    samples: NDArray[Any]  # at the behaviour's rate
+
+
+@dataclass(frozen=True)
+class Close:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send nothing more and ignore the input, leaving the call up."""
+
+
+Action = SendEvent | SendAudio | Close | Stall
+
+_DEFAULT_SESSION: dict[str, Any] = {
+    "type": "realtime",
+    "object": "realtime.session",
+    "model": "gpt-realtime",
+    "output_modalities": ["audio"],
+    "audio": {
+        "input": {
+            "turn_detection": {
+                "type": "server_vad",
+                "threshold": 0.5,
+                "prefix_padding_ms": 300,
+                "silence_duration_ms": 500,
+                "create_response": True,
+                "interrupt_response": True,
+            }
+        },
+        "output": {"voice": "marin"},
+    },
+}
+
+
+class ServerProtocol:
+    """One call on the fake server. The behaviour decides turns and replies from the audio alone
+    (whatever ``turn_detection`` says); faults trigger on input media time."""
+
+    def __init__(
+        self,
+        behaviour_factory: Callable[[int], Behaviour],
+        faults: Faults | None = None,
+        *,
+        rate: int = 48000,
+        call_id: str = "rtc_test_1",
+        session: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.behaviour = behaviour_factory(rate)
+        self.faults = faults or Faults()
+        self.call_id = call_id
+        self.session = merge(_DEFAULT_SESSION, {"id": f"sess_{call_id}", **(session or {})})
+        self._ids = itertools.count(1)
+        self._responses = itertools.count(1)
+        self._response_id: str | None = None
+        self._item = 0
+        self._received = 0  # input samples
+        self._malformed_sent = False
+        self._done = False
+
+    def open(self) -> list[Action]:
+        """The data channel opened."""
+        return [self._event("session.created", session=self.session)]
+
+    def receive_text(self, text: str) -> list[Action]:
+        if self._done:
+            return []
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return [self._error("invalid_request_error", "invalid_json", "not valid JSON")]
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [self._error("invalid_request_error", "invalid_event", "no string 'type'")]
+        kind, event_id = obj["type"], obj.get("event_id")
+        if kind == "session.update":
+            return self._session_update(obj.get("session"), event_id)
+        if kind == "input_audio_buffer.commit":
+            return [self._event("input_audio_buffer.committed", item_id=self._item_id())]
+        if kind == "input_audio_buffer.clear":
+            return [self._event("input_audio_buffer.cleared")]
+        if kind in ("response.create", "response.cancel", "output_audio_buffer.clear"):
+            return []  # the behaviour decides replies from the audio
+        return [
+            self._error(
+                "invalid_request_error", "unknown_event", f"unknown type {kind!r}", event_id
+            )
+        ]
+
+    def _session_update(self, session: Any, event_id: Any) -> list[Action]:
+        if not isinstance(session, dict) or session.get("type") != "realtime":
+            return [
+                self._error(
+                    "invalid_request_error",
+                    "missing_required_parameter",
+                    "session.type must be 'realtime'",
+                    event_id,
+                )
+            ]
+        self.session = merge(self.session, session)
+        return [self._event("session.updated", session=self.session)]
+
+    def receive_audio(self, samples: NDArray[Any]) -> list[Action]:
+        """One chunk of input at the behaviour's rate -> events and the output for that interval."""
+        if self._done:
+            return []
+        self._received += samples.size
+        received_s = self._received / self.behaviour.rate
+        if Faults.reached(self.faults.close_after_s, received_s):
+            self._done = True
+            return [Close("injected fault: close_after_s")]
+        if Faults.reached(self.faults.stall_after_s, received_s):
+            self._done = True
+            return [Stall()]
+        return self._stream(samples) + self._malformed(received_s)
+
+    def _stream(self, samples: NDArray[Any]) -> list[Action]:
+        step = self.behaviour.push(samples)
+        ms = round(1000 * self._received / self.behaviour.rate)
+        out: list[Action] = []
+        if step.speech_started:
+            self._item += 1
+            out.append(
+                self._event(
+                    "input_audio_buffer.speech_started", audio_start_ms=ms, item_id=self._item_id()
+                )
+            )
+        if step.speech_stopped:
+            item = self._item_id()
+            out.append(
+                self._event("input_audio_buffer.speech_stopped", audio_end_ms=ms, item_id=item)
+            )
+            out.append(self._event("input_audio_buffer.committed", item_id=item))
+        if step.reply_started:
+            self._response_id = f"resp_{next(self._responses)}"
+            out.append(self._event("response.created", response=self._response("in_progress")))
+            out.append(self._event("output_audio_buffer.started", response_id=self._response_id))
+        out.append(SendAudio(step.audio))
+        if step.reply_done:
+            out.append(self._event("response.done", response=self._response("completed")))
+            out.append(self._event("output_audio_buffer.stopped", response_id=self._response_id))
+            self._response_id = None
+        return out
+
+    def _malformed(self, received_s: float) -> list[Action]:
+        if self._malformed_sent or not Faults.reached(self.faults.malformed_after_s, received_s):
+            return []
+        self._malformed_sent = True
+        out: list[Action] = [SendEvent('{"type": "response.done"')]  # truncated JSON
+        if self.faults.malformed_then_close:
+            self._done = True
+            out.append(Close("injected fault: malformed_after_s"))
+        return out
+
+    def _response(self, status: str) -> dict[str, Any]:
+        return {"id": self._response_id, "object": "realtime.response", "status": status}
+
+    def _item_id(self) -> str:
+        return f"item_{self.call_id}_{self._item}"
+
+    def _event(self, kind: str, **fields: Any) -> SendEvent:
+        return SendEvent(
+            wire.encode({"type": kind, "event_id": f"event_{next(self._ids)}", **fields})
+        )
+
+    def _error(self, kind: str, code: str, message: str, event_id: Any = None) -> SendEvent:
+        error = {"type": kind, "code": code, "message": message, "event_id": event_id}
+        return self._event("error", error=error)

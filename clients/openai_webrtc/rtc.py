@@ -1,0 +1,292 @@
+"""The aiortc pieces the client and the fake server share: peers without STUN, loopback ICE, the
+paced outgoing audio track, frame conversion and the receive-buffer bypass.
+
+Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envcheck.md section 2):
+
+- ``RTCPeerConnection()`` with no configuration adds a public STUN server; ``new_peer_connection``
+  always passes ``RTCConfiguration(iceServers=[])``.
+- aioice never offers 127.0.0.1 as a host candidate, so two peers on one machine that talk over
+  loopback need ``loopback_ice()`` around candidate gathering (``setLocalDescription``).
+- Opus frames arrive decoded as s16 stereo, 960 samples (20 ms) at 48 kHz.
+- Every ``RTCRtpReceiver`` for audio holds received packets in ``JitterBuffer(capacity=16,
+  prefetch=4)``: frame k is released when packet k+4 arrives, so a steadily paced stream reaches
+  ``track.recv()`` ``RECEIVE_BUFFER_FRAMES`` x 20 ms = ``JITTER_DELAY_S`` late. The client removes
+  that constant from its arrival stamps; the fake server swaps its buffer for a pass-through one
+  (``bypass_jitter_buffer``) because a model server hears its input without such a delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import fractions
+import ipaddress
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import aioice.ice
+import numpy as np
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCRtpReceiver
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtp import RtpPacket
+from av import AudioFrame
+from numpy.typing import NDArray
+
+__all__ = [
+    "ENCODER_DELAY_S",
+    "FRAME",
+    "FRAME_S",
+    "JITTER_DELAY_S",
+    "RATE",
+    "RECEIVE_BUFFER_FRAMES",
+    "OutgoingAudioTrack",
+    "PassThroughJitterBuffer",
+    "PlayoutClock",
+    "bypass_jitter_buffer",
+    "frame_to_mono",
+    "is_loopback_host",
+    "loopback_ice",
+    "new_peer_connection",
+]
+
+RATE = 48000  # the Opus clock: every WebRTC audio frame here is at 48 kHz
+FRAME = 960  # samples in one 20 ms frame
+FRAME_S = FRAME / RATE
+RECEIVE_BUFFER_FRAMES = 4  # aiortc's audio JitterBuffer prefetch
+JITTER_DELAY_S = RECEIVE_BUFFER_FRAMES * FRAME_S  # 80 ms; tests/test_openai_webrtc.py measures it
+ENCODER_DELAY_S = 312 / RATE  # Opus lookahead (6.5 ms) of aiortc's encoder; measured by the tests
+_TIME_BASE = fractions.Fraction(1, RATE)
+
+
+# --- loopback ICE ---------------------------------------------------------------------------
+
+_loopback_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "duplexsim_loopback_ice", default=False
+)
+_original_host_addresses = aioice.ice.get_host_addresses
+
+
+def _host_addresses(use_ipv4: bool, use_ipv6: bool) -> list[str]:
+    if _loopback_only.get():
+        return ["127.0.0.1"]
+    return _original_host_addresses(use_ipv4=use_ipv4, use_ipv6=use_ipv6)
+
+
+@contextlib.contextmanager
+def loopback_ice() -> Iterator[None]:
+    """Peers that gather candidates inside this block offer only 127.0.0.1.
+
+    aioice filters loopback out of its host candidates, so two peers on one machine would
+    otherwise pair over the machine's external address (or, with only ``lo``, never connect).
+    The patch of ``aioice.ice.get_host_addresses`` is installed once and consults a context
+    variable, so it affects only gathering started inside this block (asyncio tasks copy the
+    context), never a concurrent session that talks to a real server.
+    """
+    aioice.ice.get_host_addresses = _host_addresses
+    token = _loopback_only.set(True)
+    try:
+        yield
+    finally:
+        _loopback_only.reset(token)
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def new_peer_connection() -> RTCPeerConnection:
+    """A peer with no ICE servers: aiortc's default would send STUN to a public address."""
+    return RTCPeerConnection(RTCConfiguration(iceServers=[]))
+
+
+# --- audio frames ---------------------------------------------------------------------------
+
+
+def frame_to_mono(frame: AudioFrame) -> NDArray[np.float32]:
+    """A decoded frame (s16, any channel count, packed or planar) -> float32 mono."""
+    data = frame.to_ndarray()
+    channels = len(frame.layout.channels)
+    planar = frame.format.is_planar
+    samples = data.reshape(channels, -1).T if planar else data.reshape(-1, channels)
+    scale = 1.0 / 32768.0 if data.dtype == np.int16 else 1.0
+    mono: NDArray[np.float32] = (samples.astype(np.float32).mean(axis=1) * scale).astype(np.float32)
+    return mono
+
+
+def _to_pcm16(samples: NDArray[Any]) -> NDArray[np.int16]:
+    data = np.nan_to_num(np.asarray(samples, dtype=np.float64).reshape(-1), nan=0.0)
+    out: NDArray[np.int16] = np.clip(np.rint(data * 32768.0), -32768, 32767).astype(np.int16)
+    return out
+
+
+class OutgoingAudioTrack(MediaStreamTrack):
+    """An audio track fed by ``push``: aiortc's sender pulls 20 ms frames with ``recv``.
+
+    Frames go out as soon as their samples are pushed, so the caller paces the stream (the session
+    sends on an absolute schedule; the fake server answers each input frame). A frame's pts counts
+    the samples emitted before it, so the peer's media time is the samples pushed. Before the first
+    push nothing is sent. Once the stream ran, ``idle_fill_s`` without a push starts silence frames
+    paced every 20 ms (a live microphone never stops); short gaps are never filled, because a
+    sender that fell behind pushes its backlog at once, and filled silence would move everything
+    after it later on the peer's media clock.
+    """
+
+    kind = "audio"
+
+    def __init__(self, *, idle_fill_s: float | None = None) -> None:
+        super().__init__()
+        self.idle_fill_s = idle_fill_s
+        self._chunks: deque[NDArray[np.int16]] = deque()
+        self._pending = 0
+        self._wake = asyncio.Event()
+        self._last_emit: float | None = None
+        self._filling = False
+        self.samples_emitted = 0
+        self.silence_emitted = 0  # samples of idle fill
+
+    def push(self, samples: NDArray[Any]) -> None:
+        pcm = _to_pcm16(samples)
+        if pcm.size and self.readyState == "live":
+            self._chunks.append(pcm)
+            self._pending += pcm.size
+            self._wake.set()
+
+    def clear(self) -> None:
+        """Drop everything not sent yet (a barge-in flush)."""
+        self._chunks.clear()
+        self._pending = 0
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def stop(self) -> None:
+        super().stop()
+        self._wake.set()
+
+    async def recv(self) -> AudioFrame:
+        loop = asyncio.get_running_loop()
+        while self._pending < FRAME:
+            if self.readyState != "live":
+                raise MediaStreamError
+            deadline = self._fill_deadline()
+            self._wake.clear()
+            try:
+                if deadline is None:
+                    await self._wake.wait()
+                else:
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                if self._pending < FRAME and self.readyState == "live":
+                    self._filling = True
+                    self.silence_emitted += FRAME
+                    return self._frame(np.zeros(FRAME, dtype=np.int16), loop.time())
+        if self.readyState != "live":
+            raise MediaStreamError
+        self._filling = False
+        return self._frame(self._take(FRAME), loop.time())
+
+    def _fill_deadline(self) -> float | None:
+        if self._last_emit is None or self.idle_fill_s is None:
+            return None
+        return self._last_emit + (FRAME_S if self._filling else self.idle_fill_s)
+
+    def _take(self, n: int) -> NDArray[np.int16]:
+        out = np.empty(n, dtype=np.int16)
+        filled = 0
+        while filled < n:
+            head = self._chunks[0]
+            k = min(n - filled, head.size)
+            out[filled : filled + k] = head[:k]
+            filled += k
+            if k == head.size:
+                self._chunks.popleft()
+            else:
+                self._chunks[0] = head[k:]
+        self._pending -= n
+        return out
+
+    def _frame(self, pcm: NDArray[np.int16], now: float) -> AudioFrame:
+        frame = AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = RATE
+        frame.pts = self.samples_emitted
+        frame.time_base = _TIME_BASE
+        self.samples_emitted += pcm.size
+        self._last_emit = now
+        return frame
+
+
+# --- the receive buffer -----------------------------------------------------------------------
+
+
+class PassThroughJitterBuffer(JitterBuffer):
+    """Hands every audio packet to the decoder on arrival (an Opus packet is one whole frame);
+    drops duplicates and packets older than the newest one seen."""
+
+    def __init__(self) -> None:
+        super().__init__(capacity=16)
+        self._last_seq: int | None = None
+
+    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        seq = packet.sequence_number
+        if self._last_seq is not None and not 0 < (seq - self._last_seq) % 65536 < 32768:
+            return False, None
+        self._last_seq = seq
+        data: bytes = getattr(packet, "_data", packet.payload)
+        return False, JitterFrame(data=data, timestamp=packet.timestamp)
+
+
+_BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
+
+
+def bypass_jitter_buffer(receiver: RTCRtpReceiver) -> None:
+    """Replace an audio receiver's 4-packet JitterBuffer with ``PassThroughJitterBuffer``.
+
+    Call it before media flows (right after ``setRemoteDescription``). It sets a private aiortc
+    attribute, so it checks the attribute is there and raises if aiortc changed.
+    """
+    current = getattr(receiver, _BUFFER_ATTR, None)
+    if not isinstance(current, JitterBuffer):
+        raise RuntimeError("this aiortc version has no RTCRtpReceiver jitter buffer to replace")
+    if not isinstance(current, PassThroughJitterBuffer):
+        setattr(receiver, _BUFFER_ATTR, PassThroughJitterBuffer())
+
+
+class PlayoutClock:
+    """Arrival stamps for a received RTP audio stream, as an ideal player would play it.
+
+    ``observed`` is ``clock()`` when a frame came out of the receive buffer. Each frame is stamped
+    ``observed - correction_s`` (the buffer's delay, and our encoder's lookahead), except that a
+    frame that continues the previous one (contiguous pts) keeps its slot right after it while it
+    is at most ``tolerance_s`` late for it: a player whose buffer holds ``tolerance_s`` would play
+    it there. Later than that, the stream has a real gap and the stamp is the observation. A frame
+    early for its slot is stamped as observed (the schedule moves earlier).
+    """
+
+    def __init__(self, correction_s: float, tolerance_s: float) -> None:
+        self.correction_s = correction_s
+        self.tolerance_s = tolerance_s
+        self._next_pts: int | None = None
+        self._next_stamp = 0.0
+
+    def stamp(self, observed: float, pts: int | None, samples: int, rate: int) -> float:
+        t = observed - self.correction_s
+        if (
+            pts is not None
+            and pts == self._next_pts
+            and 0.0 < t - self._next_stamp <= self.tolerance_s
+        ):
+            t = self._next_stamp
+        self._next_pts = None if pts is None else pts + samples
+        self._next_stamp = t + samples / rate
+        return t

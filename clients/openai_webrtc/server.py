@@ -1,0 +1,249 @@
+"""The openai-webrtc fake server: ``POST /v1/realtime/calls`` on a minimal asyncio HTTP server, one
+aiortc peer per call, and ServerProtocol between the peer's audio and data channel.
+
+Each call hears the client's track through a pass-through receive buffer (a model server does not
+hold its input 80 ms), feeds every received 20 ms frame to the behaviour (resampled to
+``behaviour_rate`` when that is not 48 kHz) and pushes the behaviour's output for that interval to
+its outgoing track at once: one output frame per input frame, paced by the client's input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import soxr
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from numpy.typing import NDArray
+
+from clients.behaviours import Behaviour
+from clients.fakeserver import RunningServer
+from clients.faults import Faults
+from clients.openai_webrtc import signaling
+from clients.openai_webrtc.protocol import Close, SendAudio, SendEvent, ServerProtocol, Stall
+from clients.openai_webrtc.rtc import (
+    RATE,
+    OutgoingAudioTrack,
+    bypass_jitter_buffer,
+    frame_to_mono,
+    is_loopback_host,
+    loopback_ice,
+    new_peer_connection,
+)
+from simulator.core.errors import ProtocolError
+
+__all__ = ["start_server"]
+
+_REASONS = {201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+_REASONS |= {405: "Method Not Allowed", 413: "Payload Too Large", 429: "Too Many Requests"}
+
+
+async def start_server(
+    behaviour_factory: Callable[[int], Behaviour],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: Faults | None = None,
+    api_key: str | None = None,
+    behaviour_rate: int = RATE,
+) -> RunningServer:
+    """Serve the WebRTC calls endpoint. With ``api_key`` every call must bring
+    ``Authorization: Bearer <api_key>`` (else 401); without, any caller is let in."""
+    fake = _FakeServer(behaviour_factory, faults or Faults(), api_key, behaviour_rate, host)
+    server = await asyncio.start_server(fake.handle, host, port, limit=signaling.MAX_HEAD)
+    bound = server.sockets[0].getsockname()
+    shown = f"[{host}]" if ":" in host else host
+
+    async def close() -> None:
+        server.close()
+        await fake.close_calls()
+        await server.wait_closed()
+
+    return RunningServer(host, int(bound[1]), f"http://{shown}:{bound[1]}", close)
+
+
+class _FakeServer:
+    def __init__(
+        self,
+        behaviour_factory: Callable[[int], Behaviour],
+        faults: Faults,
+        api_key: str | None,
+        behaviour_rate: int,
+        host: str,
+    ) -> None:
+        self.factory = behaviour_factory
+        self.faults = faults
+        self.api_key = api_key
+        self.rate = behaviour_rate
+        self.loopback = is_loopback_host(host)
+        self.ids = itertools.count(1)
+        self.calls: set[_Call] = set()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            status, body, headers = await self._answer(reader)
+        except (ProtocolError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            status, body, headers = 400, b"bad request\n", {}
+        except ConnectionError:
+            return
+        with contextlib.suppress(ConnectionError):
+            writer.write(
+                signaling.response_bytes(status, _REASONS.get(status, "Error"), body, headers)
+            )
+            await writer.drain()
+            writer.close()
+
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, dict[str, str]]:
+        method, path, headers = signaling.parse_request_head(await reader.readuntil(b"\r\n\r\n"))
+        length = int(headers.get("content-length", "0"))
+        if length > signaling.MAX_BODY:
+            return 413, b"offer too large\n", {}
+        body = await reader.readexactly(length)
+        if path.split("?")[0] != signaling.CALLS_PATH:
+            return 404, b"not found\n", {}
+        if method != "POST":
+            return 405, b"POST only\n", {"Allow": "POST"}
+        rejection = self.faults.admit()
+        if rejection is not None:
+            return rejection.status, rejection.body.encode(), rejection.headers
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            error = b'{"error":{"type":"invalid_request_error","code":"invalid_api_key",'
+            return 401, error + b'"message":"Incorrect API key provided"}}', {}
+        sdp, session = signaling.parse_offer(headers.get("content-type", ""), body)
+        call = _Call(self, f"rtc_test_{next(self.ids)}", session)
+        self.calls.add(call)
+        try:
+            answer = await call.answer(sdp)
+        except Exception:
+            await call.close()
+            raise ProtocolError("cannot answer this offer") from None
+        location = f"{signaling.CALLS_PATH}/{call.call_id}"
+        return 201, answer.encode(), {"Content-Type": "application/sdp", "Location": location}
+
+    async def close_calls(self) -> None:
+        await asyncio.gather(*(call.close() for call in list(self.calls)))
+
+
+class _Call:
+    """One peer connection and its ServerProtocol."""
+
+    def __init__(self, server: _FakeServer, call_id: str, session: dict[str, Any] | None) -> None:
+        self.server = server
+        self.call_id = call_id
+        self.protocol = ServerProtocol(
+            server.factory, server.faults, rate=server.rate, call_id=call_id, session=session
+        )
+        self.pc: RTCPeerConnection = new_peer_connection()
+        self.track = OutgoingAudioTrack()
+        self.channel: RTCDataChannel | None = None
+        self.tasks: list[asyncio.Task[None]] = []
+        self.delay_s = server.faults.extra_latency_s
+        self.last_due = 0.0
+        self.to_rate = _Resampler(RATE, server.rate)
+        self.from_rate = _Resampler(server.rate, RATE)
+        self.stalled = False
+
+    async def answer(self, offer_sdp: str) -> str:
+        pc = self.pc
+        pc.on("datachannel", self._on_channel)
+        pc.on("track", self._on_track)
+        pc.on("connectionstatechange", self._on_state)
+        await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
+        for transceiver in pc.getTransceivers():
+            if transceiver.kind == "audio":
+                bypass_jitter_buffer(transceiver.receiver)
+        pc.addTrack(self.track)
+        with loopback_ice() if self.server.loopback else contextlib.nullcontext():
+            await pc.setLocalDescription(await pc.createAnswer())
+        return str(pc.localDescription.sdp)
+
+    def _on_channel(self, channel: RTCDataChannel) -> None:
+        if channel.label != "oai-events":
+            return
+        self.channel = channel
+        channel.on("message", self._on_message)
+        self._apply(self.protocol.open())
+
+    def _on_message(self, message: str | bytes) -> None:
+        if isinstance(message, str):
+            self._apply(self.protocol.receive_text(message))
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "audio":
+            self.tasks.append(asyncio.create_task(self._listen(track)))
+
+    def _on_state(self) -> None:
+        if self.pc.connectionState in ("failed", "closed"):
+            asyncio.get_running_loop().create_task(self.close())
+
+    async def _listen(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            samples = self.to_rate(frame_to_mono(frame))  # type: ignore[arg-type]
+            if samples.size:
+                self._apply(self.protocol.receive_audio(samples))
+
+    def _apply(self, actions: list[Any]) -> None:
+        for action in actions:
+            if self.stalled:
+                return
+            if isinstance(action, Stall):
+                self.stalled = True
+            elif isinstance(action, Close):
+                self._later(self._close_soon)
+            elif isinstance(action, SendEvent):
+                self._later(self._send_text, action.text)
+            elif isinstance(action, SendAudio):
+                self._later(self.track.push, self.from_rate(np.asarray(action.samples)))
+
+    def _later(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Do it now, or ``extra_latency_s`` later; strictly increasing due times keep the order."""
+        if self.delay_s <= 0:
+            fn(*args)
+            return
+        loop = asyncio.get_running_loop()
+        self.last_due = max(loop.time() + self.delay_s, self.last_due + 1e-6)
+        loop.call_at(self.last_due, fn, *args)
+
+    def _send_text(self, text: str) -> None:
+        if self.channel is not None and self.channel.readyState == "open":
+            self.channel.send(text)
+
+    def _close_soon(self) -> None:
+        asyncio.get_running_loop().create_task(self.close())
+
+    async def close(self) -> None:
+        self.server.calls.discard(self)
+        self.track.stop()
+        with contextlib.suppress(Exception):
+            await self.pc.close()
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
+
+
+class _Resampler:
+    """Streaming mono float32 resampling (identity at equal rates)."""
+
+    def __init__(self, from_rate: int, to_rate: int) -> None:
+        self.stream = (
+            None
+            if from_rate == to_rate
+            else soxr.ResampleStream(from_rate, to_rate, 1, dtype="float32", quality="HQ")
+        )
+
+    def __call__(self, samples: NDArray[Any]) -> NDArray[np.float32]:
+        x = np.asarray(samples, dtype=np.float32)
+        if self.stream is None:
+            return x
+        out: NDArray[np.float32] = self.stream.resample_chunk(x)
+        return out
