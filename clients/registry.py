@@ -14,6 +14,7 @@ __all__ = ["client_class", "client_protocols", "fake_server_factory", "server_pr
 _CLIENTS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.client:PcmWsClient",
     "moshi": "clients.moshi.client:MoshiClient",
+    "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -22,6 +23,7 @@ _CLIENTS: dict[str, str] = {
 _SERVERS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.server:start_server",
     "moshi": "clients.moshi.server:start_server",
+    "gemini-live": "clients.gemini_live.server:start_server",
 }
 
 

@@ -158,6 +158,8 @@ def test_manual_mode_brackets_the_turn_with_activity_messages() -> None:
         {"realtimeInput": {"activityEnd": {}}}
     ]
     assert proto.commit_messages() == []
+    after = [json.loads(m)["realtimeInput"] for m in proto.audio_messages(np.zeros(FRAME))]
+    assert [sorted(m) for m in after] == [["audio"]]  # trailing silence opens no new turn
 
 
 def test_setup_reply_must_be_setup_complete() -> None:
@@ -493,9 +495,15 @@ def test_server_without_activity_detection_replies_only_after_activity_end() -> 
     x = context(0.6, tail_s=0.6)
     assert feed(server, x) == []  # the behaviour's turn ended, but the client's has not
     assert server.receive(wire.encode_client(wire.ActivityEnd())) == []
-    parts = feed(server, np.zeros(2 * RATE, np.float32), start=x.size)
-    assert kinds(parts) == ["ModelAudio", "GenerationComplete", "TurnComplete"]
+    parts = feed(server, np.zeros(RATE // 5, np.float32), start=x.size)
+    assert kinds(parts) == ["ModelAudio", "GenerationComplete"]
     assert parts[0][0] == x.size  # the reply starts where the turn was closed
+    # a new turn opening while the reply plays is a barge-in
+    actions = server.receive(wire.encode_client(wire.ActivityStart()))
+    assert [wire.decode_server(a.message) for a in actions if isinstance(a, Send)] == [
+        [wire.Interrupted()],
+        [wire.TurnComplete()],
+    ]
 
 
 def test_server_media_faults_trigger_on_media_time() -> None:

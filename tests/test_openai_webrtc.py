@@ -8,7 +8,7 @@ import json
 import socket
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ pytest.importorskip("aiortc", reason="openai-webrtc needs aiortc (pip install 'd
 import aioice.ice
 from aiortc import RTCSessionDescription
 from aiortc.mediastreams import MediaStreamTrack
+from av import AudioFrame
 
 from clients.base import (
     ClientConfig,
@@ -28,6 +29,7 @@ from clients.base import (
     Transcript,
 )
 from clients.behaviours import behaviour_factory, synthetic_voice
+from clients.fakeserver import RunningServer
 from clients.faults import Faults
 from clients.openai_webrtc import signaling
 from clients.openai_webrtc.client import OpenAIWebRTCClient
@@ -320,7 +322,7 @@ def test_manual_turns_commit_and_ask_for_a_response() -> None:
 # --- the fake server's protocol -----------------------------------------------------------------
 
 
-def types(actions: list[object]) -> list[str]:
+def types(actions: Sequence[object]) -> list[str]:
     return [json.loads(a.text)["type"] for a in actions if isinstance(a, SendEvent)]
 
 
@@ -435,8 +437,9 @@ async def measure_pair(x: np.ndarray, *, bypass: bool) -> tuple[list[float], np.
     async def read(remote: MediaStreamTrack) -> None:
         while True:
             frame = await remote.recv()
-            delays.append(time.monotonic() - pushed[frame.pts])  # type: ignore[union-attr]
-            out.append(frame_to_mono(frame))  # type: ignore[arg-type]
+            assert isinstance(frame, AudioFrame) and frame.pts is not None
+            delays.append(time.monotonic() - pushed[frame.pts])
+            out.append(frame_to_mono(frame))
 
     readers: list[asyncio.Task[None]] = []
     b.on("track", lambda t: readers.append(asyncio.create_task(read(t))))
@@ -485,7 +488,7 @@ async def test_receive_buffer_delay_and_encoder_lookahead_match_the_constants() 
 
 
 @pytest.fixture
-async def echo_server() -> AsyncIterator[object]:
+async def echo_server() -> AsyncIterator[RunningServer]:
     server = await start_server(behaviour_factory("echo"), api_key=KEY)
     try:
         yield server
@@ -502,8 +505,8 @@ def test_registry_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     assert registry.fake_server_factory("openai-webrtc") is start_server
 
 
-async def test_echo_session_returns_audio_and_end_of_turn(echo_server: object) -> None:
-    client = OpenAIWebRTCClient(config(echo_server.url))  # type: ignore[attr-defined]
+async def test_echo_session_returns_audio_and_end_of_turn(echo_server: RunningServer) -> None:
+    client = OpenAIWebRTCClient(config(echo_server.url))
     out = await run_session(client, context(), SETTINGS)
     assert out.status == "ok", out.error
     assert out.end_reason == "end-of-turn" and out.output_rate == RATE == out.input_rate
@@ -536,8 +539,8 @@ async def test_delayed_echo_latency_is_recovered() -> None:
     assert min(abs(e) for e in errors) < 0.06
 
 
-async def test_bad_key_is_a_final_auth_error(echo_server: object) -> None:
-    url = echo_server.url  # type: ignore[attr-defined]
+async def test_bad_key_is_a_final_auth_error(echo_server: RunningServer) -> None:
+    url = echo_server.url
     with pytest.raises(ConnectError) as err:
         await OpenAIWebRTCClient(config(url, api_key="sk-wrong-SECRET-1")).connect()
     assert not err.value.retryable and err.value.reason == "auth"
@@ -584,7 +587,7 @@ async def test_unreachable_and_silent_servers_are_retryable() -> None:
     assert refused.value.retryable
 
     async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(1.0)
+        await reader.read()  # never answers; ends when the client gives up and hangs up
         writer.close()
 
     server = await asyncio.start_server(mute, "127.0.0.1", 0)

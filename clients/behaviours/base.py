@@ -129,6 +129,11 @@ class Behaviour(ABC):
         self.turns: list[UserTurn] = []
 
     @property
+    def scheduled_reply(self) -> tuple[int, FloatArray] | None:
+        """The reply being played: (first input sample, audio), or None."""
+        return self._reply
+
+    @property
     def replying(self) -> bool:
         return self._reply is not None
 

@@ -111,7 +111,7 @@ class ClientProtocol:
         self.ready = False
         self.went_away: wire.GoAway | None = None
         self._secret = secret
-        self._activity_open = False
+        self._activity = "before"  # VAD off: "before" the user's turn, "open", then "closed"
         self._playout_end = -math.inf  # clock time when the audio received so far has played
 
     @property
@@ -135,19 +135,21 @@ class ClientProtocol:
         self.ready = True
 
     def audio_messages(self, samples: NDArray[Any]) -> list[str]:
-        """16 kHz float samples -> realtimeInput.audio, after activityStart if a turn must open."""
+        """16 kHz float samples -> realtimeInput.audio; with detection off, the first audio
+        opens the user's turn with activityStart. Audio after the turn's end (the silence the
+        session streams while the model replies) opens no new turn: that would be a barge-in."""
         out = []
-        if self.manual and not self._activity_open:
-            self._activity_open = True
+        if self.manual and self._activity == "before":
+            self._activity = "open"
             out.append(wire.encode_client(wire.ActivityStart()))
         out.append(wire.encode_client(wire.AudioIn(float_to_pcm16(samples), INPUT_RATE)))
         return out
 
     def commit_messages(self) -> list[str]:
-        """The end of the user's turn: activityEnd, when detection is off and a turn is open."""
-        if not (self.manual and self._activity_open):
+        """The end of the user's turn: activityEnd, when detection is off and the turn is open."""
+        if not (self.manual and self._activity == "open"):
             return []
-        self._activity_open = False
+        self._activity = "closed"
         return [wire.encode_client(wire.ActivityEnd())]
 
     def receive(self, data: str | bytes, arrival: float) -> list[ClientEvent]:
@@ -264,13 +266,11 @@ class ServerProtocol:
         *,
         api_key: str | None = None,
         quota: bool = False,
-        session_id: str = "gemini-live-1",
     ) -> None:
         self._factory = behaviour_factory
         self._faults = faults or Faults()
         self._api_key = api_key
         self._quota = quota
-        self._session_id = session_id
         self._behaviour: Behaviour | None = None
         self._setup: wire.Setup | None = None
         self._received = 0
@@ -327,6 +327,7 @@ class ServerProtocol:
             case wire.ActivityStart() | wire.ActivityEnd() if auto:
                 raise ProtocolError(f"{type(msg).__name__} needs automatic activity detection off")
             case wire.ActivityStart():
+                self._gate = None  # a new user turn: nothing answers until it ends
                 return self._interrupt()
             case wire.ActivityEnd():
                 self._gate = self._received
@@ -351,7 +352,7 @@ class ServerProtocol:
         actions: list[Action] = []
         if step.speech_started and self._setup.automatic_activity_detection:
             actions += self._interrupt()
-        actions += self._start_reply(c0)
+        self._start_reply(c0)
         actions += self._generate()
         if self._playing is not None and c0 >= self._playing.end + TURN_COMPLETE_AFTER:
             self._playing = None
@@ -368,23 +369,22 @@ class ServerProtocol:
             Send(wire.encode_server([wire.TurnComplete()])),
         ]
 
-    def _start_reply(self, c0: int) -> list[Action]:
+    def _start_reply(self, c0: int) -> None:
         if self._pending is None or self._playing is not None:
-            return []
+            return
         at, length, reply = self._pending
         if self._setup is not None and not self._setup.automatic_activity_detection:
             if self._gate is None:
-                return []  # VAD off: no reply before the client ends the turn
+                return  # VAD off: no reply before the client ends the turn
             at = max(at, self._gate)
         if at >= self._received:
-            return []
+            return  # it starts in a later chunk
         self._pending = self._gate = None
         lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / INPUT_RATE))  # PCM16 silence
         pcm = lead + reply
         step = 2 * round(CHUNK_S * OUTPUT_RATE)
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         self._playing = _Playback(at, at + length, chunks)
-        return []
 
     def _generate(self) -> list[Action]:
         p = self._playing
@@ -434,7 +434,7 @@ def _scheduled_reply(behaviour: Behaviour) -> tuple[int, NDArray[np.float32]] | 
     starts, not frame by frame as ``Behaviour.push`` renders it. Behaviour has no public accessor
     for it (yet), hence the private attribute.
     """
-    reply: tuple[int, NDArray[np.float32]] | None = behaviour._reply
+    reply: tuple[int, NDArray[np.float32]] | None = behaviour.scheduled_reply
     return reply
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Callable
 
 from websockets.asyncio.server import ServerConnection
@@ -40,17 +39,10 @@ async def start_server(
     """
     faults = faults or Faults()
     admission = _QuotaAdmission(faults)
-    ids = itertools.count(1)
 
     async def handler(ws: ServerConnection) -> None:
         quota = admission.take_quota()
-        protocol = ServerProtocol(
-            behaviour_factory,
-            faults,
-            api_key=api_key,
-            quota=quota,
-            session_id=f"gemini-live-{next(ids)}",
-        )
+        protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
         outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):

@@ -5,12 +5,20 @@ POSTed to ``{url}/v1/realtime/calls``, the answer set, then (all within ``connec
 connection, the channel, ``session.created``, ``session.update`` and ``session.updated``.
 
 Timing. ``send_audio`` pushes 48 kHz samples to the track, which aiortc encodes and sends at once,
-so the server's media time is the samples sent. Received frames pass aiortc's receive buffer,
-which releases frame k when packet k+4 arrives: ``jitter_delay_s`` (80 ms at 20 ms packets) late.
-Each AudioOut is stamped ``clock() - jitter_delay_s``, the time it would have arrived without that
-buffer. Data-channel events are stamped on arrival but yielded ``jitter_delay_s`` + one frame
-later, so the audio the server sent before an event is yielded before it (``output_audio_buffer.
-stopped`` must not end the reply while its last frames are still in the buffer).
+so the server's media time is the samples sent. Two delays on this side are not the model's and
+are taken out of the arrival stamps (``rtc.PlayoutClock``):
+
+- aiortc's receive buffer releases frame k when packet k+4 arrives, ``jitter_delay_s`` (80 ms
+  at 20 ms packets) late; the tests measure it against a pass-through buffer;
+- our Opus encoder's lookahead delays what the server hears by ``encoder_delay_s`` (312 samples,
+  6.5 ms), so its reply comes that much later too.
+
+Each frame is stamped ``clock()`` minus both; a frame that continues the previous one keeps its
+slot right after it while it is at most ``jitter_tolerance_s`` late (a player with that buffer
+would play it there), so loopback or network jitter does not push the rest of the reply later.
+Data-channel events are stamped on arrival but yielded ``jitter_delay_s`` + one frame later, so
+the audio the server sent before an event is yielded before it (``output_audio_buffer.stopped``
+must not end the reply while its last frames are still in the buffer).
 """
 
 from __future__ import annotations
@@ -74,7 +82,8 @@ class OpenAIWebRTCClient(DuplexClient):
         self._tasks: list[asyncio.Task[None]] = []
         self._progress = asyncio.Event()  # the handshake moved on (or failed)
         self._failure: SessionError | None = None
-        self._finished = False
+        self._finished = False  # no more events will be queued
+        self._delivered_end = False  # the last of them is in the queue
         self._closing = False
         self._http_bytes = (0, 0)
         self._stage = "the SDP answer"
@@ -173,6 +182,8 @@ class OpenAIWebRTCClient(DuplexClient):
     def _on_message(self, message: str | bytes) -> None:
         arrival = self.config.clock()
         self.bytes_received += len(message.encode() if isinstance(message, str) else message)
+        if self._finished:
+            return
         if not isinstance(message, str):
             self._fail_or_emit(ProtocolError("binary message on the oai-events channel"), arrival)
             return
@@ -250,6 +261,7 @@ class OpenAIWebRTCClient(DuplexClient):
             self._held.popleft()
             self._queue.put_nowait(item)
             if item is None:
+                self._delivered_end = True
                 return
 
     def _finish(self, last: ClientEvent | None) -> None:
@@ -263,9 +275,10 @@ class OpenAIWebRTCClient(DuplexClient):
     async def send_audio(self, samples: NDArray[Any]) -> None:
         if not self._proto.ready:
             raise RuntimeError("OpenAIWebRTCClient: call connect() first")
-        if self._finished:
+        if self._delivered_end:
             raise Disconnected("the WebRTC call has ended")
-        self._track.push(samples)
+        if not self._finished:  # else the reason is on its way through events()
+            self._track.push(samples)
 
     async def commit_turn(self) -> None:
         for message in self._proto.commit_messages():
@@ -291,7 +304,7 @@ class OpenAIWebRTCClient(DuplexClient):
         self._closing = True
         await self._count_wire_bytes()
         await self._teardown()
-        self._finished = True
+        self._finished = self._delivered_end = True
         self._queue.put_nowait(None)
 
     async def _count_wire_bytes(self) -> None:
@@ -323,7 +336,12 @@ class OpenAIWebRTCClient(DuplexClient):
         out = super().describe()
         out["url"] = _without_credentials(self.config.url)
         out["call_id"] = self.call_id
-        out["jitter_delay_s"] = self.options.jitter_delay_s
+        o = self.options
+        out["arrival_correction_s"] = {
+            "jitter_delay_s": o.jitter_delay_s,
+            "encoder_delay_s": o.encoder_delay_s,
+            "jitter_tolerance_s": o.jitter_tolerance_s,
+        }
         return out
 
 

@@ -83,6 +83,7 @@ class _FakeServer:
         self.loopback = is_loopback_host(host)
         self.ids = itertools.count(1)
         self.calls: set[_Call] = set()
+        self.closing: set[asyncio.Task[None]] = set()  # calls closing on their own
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -115,6 +116,9 @@ class _FakeServer:
             error = b'{"error":{"type":"invalid_request_error","code":"invalid_api_key",'
             return 401, error + b'"message":"Incorrect API key provided"}}', {}
         sdp, session = signaling.parse_offer(headers.get("content-type", ""), body)
+        if session is not None and session.get("type") != "realtime":
+            error = b'{"error":{"type":"invalid_request_error","code":"missing_required_parameter",'
+            return 400, error + b'"message":"session.type must be \'realtime\'"}}', {}
         call = _Call(self, f"rtc_test_{next(self.ids)}", session)
         self.calls.add(call)
         try:
@@ -126,7 +130,7 @@ class _FakeServer:
         return 201, answer.encode(), {"Content-Type": "application/sdp", "Location": location}
 
     async def close_calls(self) -> None:
-        await asyncio.gather(*(call.close() for call in list(self.calls)))
+        await asyncio.gather(*(call.close() for call in list(self.calls)), *self.closing)
 
 
 class _Call:
@@ -147,6 +151,7 @@ class _Call:
         self.to_rate = _Resampler(RATE, server.rate)
         self.from_rate = _Resampler(server.rate, RATE)
         self.stalled = False
+        self.closing: asyncio.Task[None] | None = None
 
     async def answer(self, offer_sdp: str) -> str:
         pc = self.pc
@@ -179,7 +184,7 @@ class _Call:
 
     def _on_state(self) -> None:
         if self.pc.connectionState in ("failed", "closed"):
-            asyncio.get_running_loop().create_task(self.close())
+            self._close_soon()
 
     async def _listen(self, track: MediaStreamTrack) -> None:
         while True:
@@ -218,7 +223,10 @@ class _Call:
             self.channel.send(text)
 
     def _close_soon(self) -> None:
-        asyncio.get_running_loop().create_task(self.close())
+        if self.closing is None:
+            self.closing = asyncio.get_running_loop().create_task(self.close())
+            self.server.closing.add(self.closing)
+            self.closing.add_done_callback(self.server.closing.discard)
 
     async def close(self) -> None:
         self.server.calls.discard(self)
