@@ -15,6 +15,7 @@ _CLIENTS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.client:PcmWsClient",
     "moshi": "clients.moshi.client:MoshiClient",
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
+    "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -24,6 +25,7 @@ _SERVERS: dict[str, str] = {
     "pcm-ws": "clients.pcm_ws.server:start_server",
     "moshi": "clients.moshi.server:start_server",
     "gemini-live": "clients.gemini_live.server:start_server",
+    "openai-webrtc": "clients.openai_webrtc.server:start_server",
 }
 
 

@@ -638,3 +638,19 @@ async def test_connect_authenticates_with_the_bearer_key() -> None:
         await server.aclose()
     assert seen == [] and KEY not in json.dumps(client.describe())
     assert KEY not in repr(client.config)
+
+
+async def test_handshake_refusals_name_what_to_check() -> None:
+    server = await start_server(behaviour_factory("silent"), require_model=True)
+    try:
+        no_model = OpenAIRealtimeClient(ClientConfig(url=server.url, api_key=KEY))
+        with pytest.raises(ConnectError, match="model name") as err:
+            await no_model.connect()
+        assert not err.value.retryable
+        wrong_path = server.url.replace("/v1/realtime", "/v1/live")
+        with pytest.raises(ConnectError, match="HTTP 404"):
+            await OpenAIRealtimeClient(
+                ClientConfig(url=wrong_path, model="m", api_key=KEY)
+            ).connect()
+    finally:
+        await server.aclose()

@@ -56,7 +56,13 @@ from clients.openai_webrtc.rtc import (
     new_peer_connection,
 )
 from clients.openai_webrtc.server import start_server
-from simulator.core.errors import ConfigError, ConnectError, ProtocolError, RateLimited
+from simulator.core.errors import (
+    ConfigError,
+    ConnectError,
+    ProtocolError,
+    RateLimited,
+    RemoteError,
+)
 from simulator.core.turns import TurnSettings
 from simulator.session import SessionSettings, run_session
 from tests.conftest import voiced_signal
@@ -246,9 +252,9 @@ def test_handshake_sends_the_session_update_once_created() -> None:
 def test_handshake_error_is_raised() -> None:
     proto = ClientProtocol(WebRTCOptions())
     text = '{"type":"error","error":{"type":"invalid_request_error","code":"invalid_api_key","message":"no"}}'
-    with pytest.raises(Exception) as err:
+    with pytest.raises(RemoteError) as err:
         proto.receive_handshake(text)
-    assert getattr(err.value, "reason", None) == "auth"
+    assert err.value.reason == "auth" and not err.value.retryable
 
 
 @pytest.mark.parametrize(
@@ -384,6 +390,15 @@ def test_server_media_faults() -> None:
         json.loads(garbage.text)
 
 
+def test_fake_server_resampling_keeps_pace() -> None:
+    from clients.openai_webrtc.server import _Resampler
+
+    down, up = _Resampler(RATE, 16000), _Resampler(16000, RATE)
+    sizes = [(d.size, up(d).size) for d in (down(np.zeros(FRAME, np.float32)) for _ in range(50))]
+    assert sizes == [(320, FRAME)] * 50  # no frame waits for the next one
+    assert _Resampler(RATE, RATE)(np.ones(3)).dtype == np.float32
+
+
 # --- aiortc helpers -----------------------------------------------------------------------------
 
 
@@ -496,7 +511,7 @@ async def echo_server() -> AsyncIterator[RunningServer]:
         await server.aclose()
 
 
-def test_registry_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_registry_lines() -> None:
     from clients import registry
 
     if "openai-webrtc" not in registry.client_protocols():
@@ -537,6 +552,19 @@ async def test_delayed_echo_latency_is_recovered() -> None:
         await server.aclose()
     print(f"\nlatency error {', '.join(f'{1000 * e:.1f}' for e in errors)} ms")
     assert min(abs(e) for e in errors) < 0.06
+
+
+async def test_extra_latency_fault_delays_the_reply() -> None:
+    faults = Faults(extra_latency_s=0.1)
+    factory = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)
+    server = await start_server(factory, faults=faults, behaviour_rate=24000)
+    try:
+        out = await run_session(OpenAIWebRTCClient(config(server.url)), context(), SETTINGS)
+    finally:
+        await server.aclose()
+    assert out.status == "ok", out.error
+    assert out.timing is not None and out.timing.latency_s is not None
+    assert out.timing.latency_s == pytest.approx(0.6, abs=0.06)
 
 
 async def test_bad_key_is_a_final_auth_error(echo_server: RunningServer) -> None:

@@ -431,8 +431,7 @@ def _scheduled_reply(behaviour: Behaviour) -> tuple[int, NDArray[np.float32]] | 
     """The behaviour's scheduled reply, (first input sample, audio), or None.
 
     The real API generates a reply faster than real time, so the fake needs all of it when it
-    starts, not frame by frame as ``Behaviour.push`` renders it. Behaviour has no public accessor
-    for it (yet), hence the private attribute.
+    starts, not frame by frame as ``Behaviour.push`` renders it.
     """
     reply: tuple[int, NDArray[np.float32]] | None = behaviour.scheduled_reply
     return reply

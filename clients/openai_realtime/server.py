@@ -2,7 +2,7 @@
 
 The handshake is checked before the upgrade, in this order: injected faults (``Faults.admit``),
 the path (404), ``Authorization: Bearer <key>`` (401: missing, empty, or not ``api_key`` when one
-is set; by default any non-empty key passes) and, for the ``openai`` dialect, ``?model=`` (400).
+is set; by default any non-empty key passes) and, when asked, ``?model=`` (400).
 An ``OpenAI-Beta`` header is let through and answered like the real server answers it: an
 ``error`` event with code ``beta_api_shape_disabled``, then a close.
 """
@@ -40,11 +40,14 @@ async def start_server(
     api_key: str | None = None,
     dialect: str = "openai",
     beta_names: bool = False,
+    require_model: bool = False,
 ) -> RunningServer:
     """Serve openai-realtime; each connection gets a fresh behaviour at the session's input rate.
 
     ``dialect`` "xai" mimics xAI's Grok voice agent; ``beta_names`` sends the retired beta event
-    names (``response.audio.delta`` ...) to exercise a client's aliases.
+    names (``response.audio.delta`` ...) to exercise a client's aliases. ``require_model``
+    refuses a handshake without ``?model=`` (HTTP 400) as OpenAI does; off by default, since
+    ``fake:`` profiles name no model.
     """
     faults = faults or Faults()
     ids = itertools.count(1)
@@ -64,7 +67,7 @@ async def start_server(
             message = "Incorrect or missing API key."  # never echo what was sent
             return _refuse(connection, 401, "invalid_request_error", "invalid_api_key", message)
         query = dict(parse_qsl(url.query))
-        if dialect == "openai" and not (query.get("model") or query.get("call_id")):
+        if require_model and not (query.get("model") or query.get("call_id")):
             message = "Missing required parameter: 'model'."
             return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
         return None

@@ -239,6 +239,8 @@ class ServerProtocol:
         td = fake_session.vad(self._session, self._dialect)
         actions: list[Action] = []
         if td is not None and step.speech_started:
+            # the real server counts from the prefix padding before the onset; the chunk that
+            # detected speech stands in for the onset, which the behaviour keeps to itself
             padding = int(td.get("prefix_padding_ms", 300))
             actions.append(self._speech("speech_started", max(0, self._ms(c0) - padding)))
         if td is not None and step.speech_stopped:

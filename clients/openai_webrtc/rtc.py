@@ -1,5 +1,5 @@
 """The aiortc pieces the client and the fake server share: peers without STUN, loopback ICE, the
-paced outgoing audio track, frame conversion and the receive-buffer bypass.
+paced outgoing audio track, frame conversion, the playout clock and the receive-buffer bypass.
 
 Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envcheck.md section 2):
 
@@ -11,8 +11,12 @@ Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envche
 - Every ``RTCRtpReceiver`` for audio holds received packets in ``JitterBuffer(capacity=16,
   prefetch=4)``: frame k is released when packet k+4 arrives, so a steadily paced stream reaches
   ``track.recv()`` ``RECEIVE_BUFFER_FRAMES`` x 20 ms = ``JITTER_DELAY_S`` late. The client removes
-  that constant from its arrival stamps; the fake server swaps its buffer for a pass-through one
-  (``bypass_jitter_buffer``) because a model server hears its input without such a delay.
+  that constant from its arrival stamps (``PlayoutClock``); the fake server swaps its buffer for a
+  pass-through one (``bypass_jitter_buffer``): a model server hears its input without that delay.
+- aiortc's Opus encoder (libopus, application "voip") delays the signal by its lookahead, 312
+  samples (``ENCODER_DELAY_S``, 6.5 ms), on every hop.
+
+tests/test_openai_webrtc.py measures both constants on loopback.
 """
 
 from __future__ import annotations
