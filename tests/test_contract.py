@@ -1,0 +1,128 @@
+"""One contract, every client: each protocol's client against its own fake server.
+
+The same reference behaviours and injected faults go through every wire protocol, so a client
+that maps an error, a pause or a reply differently from the others shows up here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.base import ClientConfig
+from clients.behaviours import behaviour_factory
+from clients.faults import Faults
+from clients.registry import client_class, client_protocols, fake_server_factory, server_protocols
+from simulator.core.benchmark import load_benchmark
+from simulator.core.retry import RetryPolicy
+from simulator.core.turns import TurnSettings
+from simulator.profiles import ModelProfile
+from simulator.runner import RunOptions, execute_run
+from simulator.session import SessionSettings, run_session
+from tests.test_runner import short_benchmark
+
+PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
+SETTINGS = SessionSettings(
+    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
+    stall_timeout_s=1.0,
+    deadline_margin_s=3.0,
+)
+KEY = "contract-test-key"
+RATE = 16000
+
+
+def context() -> np.ndarray:
+    from clients.behaviours import synthetic_voice
+
+    x = np.zeros(int(1.5 * RATE), np.float32)
+    x[int(0.2 * RATE) : int(1.4 * RATE)] = synthetic_voice(RATE, 1.2)
+    return x
+
+
+async def session(protocol: str, behaviour: str, faults: Faults | None = None, **params):
+    start = fake_server_factory(protocol)
+    server = await start(behaviour_factory(behaviour, **params), faults=faults)
+    try:
+        client = client_class(protocol)(ClientConfig(url=server.url, api_key=KEY,
+                                                     connect_timeout_s=5.0))
+        return await run_session(client, context(), SETTINGS)
+    finally:
+        await server.aclose()
+
+
+def test_every_protocol_has_a_fake():
+    assert set(client_protocols()) - set(server_protocols()) == {"replay"}
+    assert {"pcm-ws", "moshi"} <= set(PROTOCOLS)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_echo_replies_and_silent_does_not(protocol):
+    echo, silent = await asyncio.gather(
+        session(protocol, "echo", hangover_s=0.3), session(protocol, "silent")
+    )
+    assert echo.status == "ok", echo.error
+    assert echo.timing.duration_s > 0.5 and echo.timing.latency_s > 0
+    assert echo.bytes_sent > 0 and echo.bytes_received > 0
+    assert silent.status == "no-reply" and silent.error is None
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_injected_latency_is_recovered(protocol):
+    out = await session(protocol, "delayed-echo", latency_s=0.6, hangover_s=0.25)
+    assert out.status == "ok", out.error
+    # exact figures per protocol come from bench/; here a loaded CI box must still be close
+    assert out.timing.latency_s == pytest.approx(0.6, abs=0.06)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_bad_key_is_a_clear_non_retryable_error(protocol):
+    out = await session(protocol, "echo", Faults(refuse_status=401))
+    assert (out.status, out.end_reason, out.retryable) == ("failed", "auth", False)
+    assert KEY not in (out.error or "")
+    assert all(KEY not in str(e) for e in out.events)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_malformed_server_message_ends_the_session_with_a_reason(protocol):
+    out = await session(protocol, "echo", Faults(malformed_after_s=0.4))
+    assert out.status == "failed"
+    assert out.end_reason == "protocol", out.error
+    assert out.error
+
+
+async def _run(tmp_path: Path, protocol: str, faults: Faults, retry: RetryPolicy):
+    bench = load_benchmark(short_benchmark(tmp_path / "b", 1))
+    start = fake_server_factory(protocol)
+    server = await start(behaviour_factory("echo", hangover_s=0.3), faults=faults)
+    try:
+        profile = ModelProfile(name=f"contract-{protocol}", protocol=protocol, url=server.url,
+                               api_key_env="DUPLEXSIM_CONTRACT_KEY")
+        opts = RunOptions(run_id="c", runs_dir=tmp_path / "runs", settings=SETTINGS, retry=retry,
+                          quiet=True)
+        (row,) = await execute_run(bench, profile, opts)
+        return row
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_rate_limit_is_retried_after_the_servers_delay(protocol, tmp_path, monkeypatch):
+    monkeypatch.setenv("DUPLEXSIM_CONTRACT_KEY", KEY)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    row = await _run(tmp_path, protocol, Faults(rate_limit_first=1, retry_after_s=0.5),
+                     RetryPolicy(max_attempts=3, base_s=0.0, jitter=0.0))
+    assert (row.status, row.attempts) == ("ok", 2), row.error
+    assert loop.time() - started >= 0.5  # waited as long as the server asked
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_server_closing_mid_turn_is_retried(protocol, tmp_path, monkeypatch):
+    monkeypatch.setenv("DUPLEXSIM_CONTRACT_KEY", KEY)
+    row = await _run(tmp_path, protocol, Faults(close_after_s=0.5),
+                     RetryPolicy(max_attempts=2, base_s=0.05, jitter=0.0))
+    assert (row.status, row.attempts) == ("failed", 2)
+    assert row.end_reason == "disconnected", row.error
