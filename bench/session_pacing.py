@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -108,6 +109,14 @@ def rss_kb(field: str = "VmRSS") -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def trim_heap() -> None:
+    """Collect garbage and hand freed heap back to the OS (glibc malloc_trim), so that RSS before
+    a batch is not inflated by what earlier batches freed but the allocator kept."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def reset_peak_rss() -> bool:
@@ -357,7 +366,7 @@ async def run_batch(
     """N concurrent sessions, started like the runner starts them; session i uses urls[i % k]."""
     frame_ms = settings.frame_ms or 20  # None: the client's own (20 ms for pcm-ws)
     step_s = RAMP_STEP_S + frame_ms / 1000.0 / n
-    gc.collect()
+    trim_heap()
     can_reset = reset_peak_rss()
     base = rss_kb()
     probe = Probe(*probe_pids)
@@ -436,7 +445,10 @@ def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
             "max": round(float(per_session_p99.max()), 4),
         },
         "sendstats_crosscheck_max_diff_ms": round(check, 4),
-        "cpu": b.probe.shares(b.started, b.finished + 1.0),
+        "cpu": (cpu := b.probe.shares(b.started, b.finished + 1.0)),
+        # CPU time per frame sent (each frame also comes back once): capacity per core is
+        # 1e6 / (us_per_frame * 50) sessions
+        "cpu_us_per_frame": _per_frame(cpu, int(all_err.size)),
         "cpu_steady": steady.get("cpu", {}),
         "rss": {
             "base_kb": b.rss_base_kb,
@@ -448,6 +460,17 @@ def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
         "gc": b.gc,
         "idle_before": b.idle_before,
     }
+
+
+def _per_frame(cpu: dict[str, Any], frames: int) -> dict[str, Any]:
+    if not cpu or not frames:
+        return {}
+    us = cpu["window_s"] * 1e6 / frames
+
+    def f(x: float | None) -> float | None:
+        return None if x is None else round(x * us, 1)
+
+    return {"client": f(cpu["client"]), "servers": f(sum(x or 0 for x in cpu["servers"]))}
 
 
 def drift_report(b: Batch, window_s: float = 5.0) -> dict[str, Any]:
@@ -864,8 +887,8 @@ def pacing_tables(runs: list[dict[str, Any]]) -> list[str]:
         "frame); CPU in cores (1.0 = one core fully busy), machine = share of all cores:",
         "",
         "| sessions | window s | p50 ms | p99 ms | max ms | client CPU (whole run) "
-        "| server CPU | pool CPU | other CPU | machine busy |",
-        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| server CPU | pool CPU | other CPU | machine busy | CPU us/frame client, servers |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
     ]
     for p in runs:
         s, c, cs = p["send_steady"], p["cpu"], p["cpu_steady"]
@@ -877,7 +900,9 @@ def pacing_tables(runs: list[dict[str, Any]]) -> list[str]:
             f"| {p['sessions']} | {fmt(p['steady_window_s'], 1)} | {fmt(s.get('p50_ms'))} "
             f"| {fmt(s.get('p99_ms'))} | {fmt(s.get('max_ms'))} "
             f"| {fmt(cs.get('client'), 2)} ({fmt(c.get('client'), 2)}) | {servers} "
-            f"| {fmt(pool, 2)} | {fmt(cs.get('other_cores'), 2)} | {pct(cs.get('machine_busy'))} |"
+            f"| {fmt(pool, 2)} | {fmt(cs.get('other_cores'), 2)} | {pct(cs.get('machine_busy'))} "
+            f"| {fmt(p['cpu_us_per_frame'].get('client'), 0)}, "
+            f"{fmt(p['cpu_us_per_frame'].get('servers'), 0)} |"
         )
     lines.append("")
     return lines

@@ -235,7 +235,7 @@ class EmpathicInsightVoice(EmotionModel):
         _warn_size_mismatch(size, {n: s[1:] for n, s in shapes.items()})
         self._head_shapes = {n: (s[1], s[2]) for n, s in shapes.items()}
         self._stack_heads(heads)
-        self._modules: dict[str, FullEmbeddingMLP] = {}
+        self._head_modules: dict[str, FullEmbeddingMLP] = {}
         self._fast_features = _fast_path_ok(extractor)
         if self._fast_features:
             self._window = torch.hann_window(extractor.n_fft, device=self.device)
@@ -327,7 +327,7 @@ class EmpathicInsightVoice(EmotionModel):
 
     def head_module(self, name: str) -> FullEmbeddingMLP:
         """The head as LAION's ``FullEmbeddingMLP``, its parameters views of the stacked ones."""
-        module = self._modules.get(name)
+        module = self._head_modules.get(name)
         if module is not None:
             return module
         p, hidden = self._head_shapes[name]
@@ -344,7 +344,7 @@ class EmpathicInsightVoice(EmotionModel):
             params[f"{key}.weight"], params[f"{key}.bias"] = w[k], b[k]
         module.load_state_dict(params, strict=True, assign=True)
         module.requires_grad_(False).eval()
-        self._modules[name] = module
+        self._head_modules[name] = module
         return module
 
     # ------------------------------------------------------------------ stages
