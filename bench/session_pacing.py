@@ -220,18 +220,23 @@ class GcWatch:
     """Durations of the cyclic garbage collector's pauses (they stall the pacing loop)."""
 
     def __init__(self) -> None:
-        self.pauses: list[tuple[int, float]] = []
+        self.pauses: list[tuple[float, int, float]] = []  # (monotonic start, generation, s)
         self._start = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start = time.monotonic()
         else:
-            self.pauses.append((info["generation"], time.perf_counter() - self._start))
+            self.pauses.append((self._start, info["generation"], time.monotonic() - self._start))
+
+    def between(self, lo: float, hi: float) -> tuple[float, float]:
+        """(total, longest) pause in ms of the collections that started in [lo, hi)."""
+        ms = [d * 1000 for t, _, d in self.pauses if lo <= t < hi]
+        return round(sum(ms), 2), round(max(ms, default=0.0), 2)
 
     def summary(self) -> dict[str, Any]:
-        ms = [d * 1000 for _, d in self.pauses]
-        gen2 = [d * 1000 for g, d in self.pauses if g == 2]
+        ms = [d * 1000 for _, _, d in self.pauses]
+        gen2 = [d * 1000 for _, g, d in self.pauses if g == 2]
         return {
             "collections": len(ms),
             "gen2_collections": len(gen2),
@@ -345,7 +350,7 @@ def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -
 class Batch:
     records: list[Record]
     probe: Probe
-    gc: dict[str, Any]
+    gc: GcWatch
     started: float
     finished: float
     rss_base_kb: int
@@ -395,7 +400,7 @@ async def run_batch(
             await sampler
         gc.callbacks.remove(watch)
     hwm = rss_kb("VmHWM") if can_reset else None
-    return Batch(list(records), probe, watch.summary(), started, finished, base, hwm, step_s)
+    return Batch(list(records), probe, watch, started, finished, base, hwm, step_s)
 
 
 def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
@@ -457,9 +462,38 @@ def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
             "peak_kb": peak,
             "per_session_kb": round((peak - b.rss_base_kb) / n, 1) if n else None,
         },
-        "gc": b.gc,
+        "gc": b.gc.summary(),
         "idle_before": b.idle_before,
+        "wall_windows": wall_windows(b),
     }
+
+
+def wall_windows(b: Batch, window_s: float = 5.0) -> list[dict[str, Any]]:
+    """Send error per 5 s of wall time since the batch started, with what else happened in that
+    window: GC pauses of this process, CPU of this process and of other processes."""
+    timed = [(r.t0 + r.due_s, r.err_ms) for r in b.records if r.t0 is not None]
+    if not timed:
+        return []
+    at = np.concatenate([a for a, _ in timed])
+    err = np.concatenate([e for _, e in timed])
+    out = []
+    for k in range(int(np.ceil((b.finished - b.started) / window_s))):
+        lo = b.started + k * window_s
+        hi = lo + window_s
+        sel = err[(at >= lo) & (at < hi)]
+        gc_total, gc_max = b.gc.between(lo, hi)
+        cpu = b.probe.shares(lo, hi)
+        out.append(
+            {
+                "from_s": k * window_s,
+                **stats(sel),
+                "gc_pause_total_ms": gc_total,
+                "gc_pause_max_ms": gc_max,
+                "client_cores": cpu.get("client"),
+                "other_cores": cpu.get("other_cores"),
+            }
+        )
+    return out
 
 
 def _per_frame(cpu: dict[str, Any], frames: int) -> dict[str, Any]:
@@ -676,6 +710,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "plan": vars(plan) | {"quick": bool(args.quick), "parts": sorted(parts)},
         "targets": TARGETS,
         "switch_interval_s": SWITCH_INTERVAL_S,
+        "gc_disabled": bool(args.no_gc),
+        "nice": os.nice(0),
     }
     contexts = {
         "pacing": pacing_context(plan.pacing_context_s),
@@ -709,6 +745,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             bench = Bench(plan, pool, worker_pids, silent, echoes, args.wait_idle)
             interval = sys.getswitchinterval()
             sys.setswitchinterval(SWITCH_INTERVAL_S)  # as the runner does during a run
+            if args.no_gc:
+                gc.disable()  # diagnostic only; trim_heap() still collects between batches
             try:
                 if "pacing" in parts:
                     result["pacing"] = await pacing(bench, contexts["pacing"], ends["pacing"])
@@ -718,6 +756,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     result["latency"] = await latency(bench, contexts["latency"], ends["latency"])
             finally:
                 sys.setswitchinterval(interval)
+                gc.enable()
     result["verdict"] = verdict(result)
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return result
@@ -946,6 +985,23 @@ def drift_table(d: dict[str, Any]) -> list[str]:
             f"| {fmt(s['max_ms'])} |"
         )
     lines += ["", f"p50 trend over the 5 s windows: {d['p50_slope_ms_per_min']:+.4f} ms/min", ""]
+    lines += [
+        "By wall time since the batch started, with this process's GC pauses and the CPU of "
+        "other processes in the same window:",
+        "",
+        "| wall time | frames | p50 ms | p99 ms | max ms | GC pauses total / max ms "
+        "| client CPU | other CPU |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for w in d["wall_windows"]:
+        if w["frames"]:
+            lines.append(
+                f"| {w['from_s']:.0f}-{w['from_s'] + 5:.0f} s | {w['frames']} | {fmt(w['p50_ms'])} "
+                f"| {fmt(w['p99_ms'])} | {fmt(w['max_ms'])} "
+                f"| {fmt(w['gc_pause_total_ms'], 1)} / {fmt(w['gc_pause_max_ms'], 1)} "
+                f"| {fmt(w['client_cores'], 2)} | {fmt(w['other_cores'], 2)} |"
+            )
+    lines.append("")
     return lines
 
 
@@ -977,6 +1033,12 @@ def main() -> int:
     p.add_argument("--sizes", default="1,50,200,500", help="concurrency levels of the pacing runs")
     p.add_argument(
         "--only", default="pacing,drift,latency", help="comma-separated parts to run (default all)"
+    )
+    p.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="diagnostic: disable the cyclic garbage collector during batches (the runner does "
+        "not do this)",
     )
     p.add_argument(
         "--wait-idle",

@@ -16,6 +16,7 @@ _CLIENTS: dict[str, str] = {
     "moshi": "clients.moshi.client:MoshiClient",
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
+    "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -26,6 +27,7 @@ _SERVERS: dict[str, str] = {
     "moshi": "clients.moshi.server:start_server",
     "gemini-live": "clients.gemini_live.server:start_server",
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
+    "openai-realtime": "clients.openai_realtime.server:start_server",
 }
 
 

@@ -19,6 +19,7 @@ from simulator.core.errors import ConfigError
 __all__ = ["ModelProfile", "builtin_profiles", "client_config", "load_profile", "resolve_model"]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
+FAKE_KEY = "fake-local-key"
 _FIELDS = {
     "name",
     "protocol",
@@ -140,6 +141,8 @@ def client_config(
                 f"model '{profile.name}': environment variable "
                 f"{profile.api_key_env} is not set (it holds the API key)"
             )
+    if api_key is None and profile.fake_behaviour is not None:
+        api_key = FAKE_KEY  # local fakes check that a key is sent, not which
     endpoint = url or profile.url
     if not endpoint:
         raise ConfigError(f"model '{profile.name}': no endpoint URL")

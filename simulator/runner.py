@@ -168,7 +168,7 @@ def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:
 @asynccontextmanager
 async def _endpoint(profile: ModelProfile) -> AsyncIterator[str | None]:
     """The URL to connect to: the profile's, or a local fake server started for the run."""
-    if profile.fake_behaviour is None:
+    if profile.fake_behaviour is None or profile.url is not None:
         yield None
         return
     async with FakeModelProcess(profile.protocol, profile.fake_behaviour) as fake:
@@ -188,7 +188,7 @@ async def execute_run(
     if opts.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     client_class(profile.protocol)  # unknown protocol fails before anything starts
-    if profile.fake_behaviour is None:
+    if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
     store = _open_store(opts, profile, bench)
     try:

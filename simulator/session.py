@@ -194,7 +194,8 @@ class _Session:
             self._on_audio(event, t)
         elif isinstance(event, EndOfTurn):
             self.log(t, "recv", "end_of_turn")
-            self.detector.end_of_turn(t)
+            # a burst sent faster than real time is over only once it has played out
+            self.detector.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
             self.log(t, "recv", "transcript", text=event.text, final=event.final)
         elif isinstance(event, SpeechStarted | SpeechStopped):

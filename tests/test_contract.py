@@ -46,8 +46,9 @@ async def session(protocol: str, behaviour: str, faults: Faults | None = None, *
     start = fake_server_factory(protocol)
     server = await start(behaviour_factory(behaviour, **params), faults=faults)
     try:
-        client = client_class(protocol)(ClientConfig(url=server.url, api_key=KEY,
-                                                     connect_timeout_s=5.0))
+        client = client_class(protocol)(
+            ClientConfig(url=server.url, api_key=KEY, connect_timeout_s=5.0)
+        )
         return await run_session(client, context(), SETTINGS)
     finally:
         await server.aclose()
@@ -98,10 +99,15 @@ async def _run(tmp_path: Path, protocol: str, faults: Faults, retry: RetryPolicy
     start = fake_server_factory(protocol)
     server = await start(behaviour_factory("echo", hangover_s=0.3), faults=faults)
     try:
-        profile = ModelProfile(name=f"contract-{protocol}", protocol=protocol, url=server.url,
-                               api_key_env="DUPLEXSIM_CONTRACT_KEY")
-        opts = RunOptions(run_id="c", runs_dir=tmp_path / "runs", settings=SETTINGS, retry=retry,
-                          quiet=True)
+        profile = ModelProfile(
+            name=f"contract-{protocol}",
+            protocol=protocol,
+            url=server.url,
+            api_key_env="DUPLEXSIM_CONTRACT_KEY",
+        )
+        opts = RunOptions(
+            run_id="c", runs_dir=tmp_path / "runs", settings=SETTINGS, retry=retry, quiet=True
+        )
         (row,) = await execute_run(bench, profile, opts)
         return row
     finally:
@@ -113,8 +119,12 @@ async def test_rate_limit_is_retried_after_the_servers_delay(protocol, tmp_path,
     monkeypatch.setenv("DUPLEXSIM_CONTRACT_KEY", KEY)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    row = await _run(tmp_path, protocol, Faults(rate_limit_first=1, retry_after_s=0.5),
-                     RetryPolicy(max_attempts=3, base_s=0.0, jitter=0.0))
+    row = await _run(
+        tmp_path,
+        protocol,
+        Faults(rate_limit_first=1, retry_after_s=0.5),
+        RetryPolicy(max_attempts=3, base_s=0.0, jitter=0.0),
+    )
     assert (row.status, row.attempts) == ("ok", 2), row.error
     assert loop.time() - started >= 0.5  # waited as long as the server asked
 
@@ -122,7 +132,11 @@ async def test_rate_limit_is_retried_after_the_servers_delay(protocol, tmp_path,
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_server_closing_mid_turn_is_retried(protocol, tmp_path, monkeypatch):
     monkeypatch.setenv("DUPLEXSIM_CONTRACT_KEY", KEY)
-    row = await _run(tmp_path, protocol, Faults(close_after_s=0.5),
-                     RetryPolicy(max_attempts=2, base_s=0.05, jitter=0.0))
+    row = await _run(
+        tmp_path,
+        protocol,
+        Faults(close_after_s=0.5),
+        RetryPolicy(max_attempts=2, base_s=0.05, jitter=0.0),
+    )
     assert (row.status, row.attempts) == ("failed", 2)
     assert row.end_reason == "disconnected", row.error

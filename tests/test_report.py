@@ -27,8 +27,13 @@ SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, r
 
 
 def duplexsim(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +46,13 @@ def two_runs(tmp_path_factory) -> list[Path]:
             server = await start_server(behaviour_factory(behaviour, hangover_s=0.25))
             try:
                 profile = ModelProfile(name=f"fake-{behaviour}", protocol="pcm-ws", url=server.url)
-                opts = RunOptions(run_id=behaviour, runs_dir=root / "runs", settings=SETTINGS,
-                                  quiet=True, concurrency=3)
+                opts = RunOptions(
+                    run_id=behaviour,
+                    runs_dir=root / "runs",
+                    settings=SETTINGS,
+                    quiet=True,
+                    concurrency=3,
+                )
                 await execute_run(bench, profile, opts)
             finally:
                 await server.aclose()
@@ -83,8 +93,13 @@ def test_score_is_cached_and_report_has_every_form(two_runs, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "NOT COMPARABLE WITH MIRRORING" in result.stdout
     names = {p.name for p in out.iterdir()}
-    assert {"leaderboard.html", "leaderboard.md", "leaderboard.json", "match_by_emotion.png",
-            "match_by_emotion_language.png"} <= names
+    assert {
+        "leaderboard.html",
+        "leaderboard.md",
+        "leaderboard.json",
+        "match_by_emotion.png",
+        "match_by_emotion_language.png",
+    } <= names
     data = json.loads((out / "leaderboard.json").read_text())
     silent = next(r for r in data["runs"] if r["run_id"] == "silent")
     assert silent["metrics"]["match_rate"] == 0.0 and silent["metrics"]["reply_rate"] == 0.0
@@ -98,8 +113,13 @@ def test_score_is_cached_and_report_has_every_form(two_runs, tmp_path):
 
 
 def test_report_metrics_match_the_cached_scores(two_runs):
-    subprocess.run([sys.executable, "-m", "simulator", "score", str(two_runs[0])], cwd=REPO,
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "simulator", "score", str(two_runs[0])],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     report = build_report(two_runs[0], "prosody")
     cache = ScoreCache(cache_path(two_runs[0], "prosody"), "prosody")
     assert report.metrics.n == 3 and report.metrics.n_replied == 3

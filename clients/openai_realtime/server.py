@@ -134,7 +134,6 @@ async def _carry_out(ws: ServerConnection, actions: list[Action], outbox: Delaye
     for action in actions:
         if isinstance(action, Send):
             await outbox.send(action.message)
-            await asyncio.sleep(0)  # EXPERIMENT
         elif isinstance(action, Close):
             outbox.cancel()
             await _close(ws, action)

@@ -61,12 +61,9 @@ Action = Send | Close | Stall
 
 
 def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:
-    """(first sample, audio) of the reply the behaviour has decided on and not yet finished.
-
-    Behaviour keeps this private; a server that sends replies ahead of real time needs it whole.
-    """
-    reply: tuple[int, FloatArray] | None = behaviour._reply
-    return reply
+    """(first sample, audio) of the reply the behaviour has decided on and not yet finished: a
+    server that sends replies ahead of real time needs it whole."""
+    return behaviour.scheduled_reply
 
 
 class ServerProtocol:

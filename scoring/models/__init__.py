@@ -36,9 +36,7 @@ def load_scorer(
     try:
         spec, fixed = _SCORERS[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown scorer '{name}' (known: {', '.join(scorer_names())})"
-        ) from None
+        raise ConfigError(f"unknown scorer '{name}' (known: {', '.join(scorer_names())})") from None
     module, _, attr = spec.partition(":")
     cls = getattr(importlib.import_module(module), attr)
     model: EmotionModel = cls(model_path=model_path, device=device, **fixed, **options)

@@ -93,7 +93,7 @@ async def _run_models(
                 name=f"fake-{behaviour}",
                 protocol=args.protocol,
                 url=server.url,
-                fake_behaviour=None,
+                fake_behaviour=behaviour,
                 source=f"fake:{behaviour}@{args.protocol}",
             )
             opts = run_options(args, f"{prefix}-{behaviour}")

@@ -66,10 +66,13 @@ def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
     values = cache.vector(key)
     if values is None:
         return None
-    return emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0]
+    row: np.ndarray = emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0]
+    return row
 
 
-def sample_scores(rows: list[ResultRow], cache: ScoreCache) -> tuple[list[SampleScores], dict]:
+def sample_scores(
+    rows: list[ResultRow], cache: ScoreCache
+) -> tuple[list[SampleScores], dict[str, str]]:
     """One SampleScores per result row; a reply or reference without a score is reported."""
     samples: list[SampleScores] = []
     unscored: dict[str, str] = {}
