@@ -127,18 +127,15 @@ def relay(frontend: str, backend: str) -> None:
     back.bind(backend)
     print(f"relay: clients on {front.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
     print(f"relay: workers on {back.getsockopt_string(zmq.LAST_ENDPOINT)}", flush=True)
+    worker, _ = back.recv_multipart()  # the echo's READY, before any request is forwarded
     poller = zmq.Poller()
     poller.register(front, zmq.POLLIN)
     poller.register(back, zmq.POLLIN)
-    worker = b""
     while True:
         ready = dict(poller.poll())
         if back in ready:
-            identity, *rest = back.recv_multipart()
-            if rest == [b"READY"]:
-                worker = identity
-            else:
-                front.send_multipart(rest, copy=False)
+            _, *rest = back.recv_multipart()
+            front.send_multipart(rest, copy=False)
         if front in ready:
             client, *rest = front.recv_multipart()
             back.send_multipart([worker, client, *rest], copy=False)
@@ -161,11 +158,12 @@ def floor(clip: NDArray[np.float32], n: int) -> list[float]:
         procs.append(start_script(["--echo", backend]))
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         sock.connect(frontend)
-        time.sleep(0.5)  # the echo registers
         payload, out = clip.tobytes(), []
         for i in range(n + WARMUP):
             t = time.perf_counter()
             sock.send_multipart([b"header", payload], copy=False)
+            if not sock.poll(30_000):  # the first waits in the relay until the echo is up
+                raise SystemExit("zmq floor: no answer from the relay/echo in 30 s")
             sock.recv_multipart()
             if i >= WARMUP:
                 out.append((time.perf_counter() - t) * 1000)

@@ -127,3 +127,25 @@ def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
     assert_clean_error(
         duplexsim("serve-model", "--host", "0.0.0.0", "--port", "0"), "--allow-remote"
     )
+
+
+def test_models_list_shows_profiles_without_secrets(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-print")
+    result = subprocess.run([sys.executable, "-m", "simulator", "models", "list"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for name in ("gpt-realtime", "gemini-live", "grok-realtime", "moshi-local"):
+        assert name in result.stdout
+    assert "OPENAI_API_KEY (set)" in result.stdout
+    assert "sk-should-not-print" not in result.stdout
+
+
+def test_profile_without_its_key_fails_before_any_session(tmp_path):
+    env_free = {k: v for k, v in __import__("os").environ.items() if k != "OPENAI_API_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "run", "--model", "gpt-realtime", "--benchmark",
+         "recordings/demo", "--runs-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env=env_free,
+    )
+    assert_clean_error(result, "OPENAI_API_KEY is not set")
+    assert not any(tmp_path.iterdir())

@@ -11,6 +11,7 @@ from simulator import __version__
 from simulator.cli import (
     benchmark_cmd,
     demo_cmd,
+    models_cmd,
     replay_cmd,
     run_cmd,
     score_cmd,
@@ -20,7 +21,7 @@ from simulator.core.errors import DuplexsimError
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (demo_cmd, run_cmd, score_cmd, replay_cmd, benchmark_cmd, serve_cmd)
+_COMMANDS = (demo_cmd, run_cmd, score_cmd, replay_cmd, models_cmd, benchmark_cmd, serve_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

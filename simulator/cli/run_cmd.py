@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
+    p.add_argument("--url", help="override the profile's endpoint, e.g. a local serve-model fake "
+                   "for a dry run before spending money on a hosted API")
     p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
     p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
     p.add_argument("--sample", action="append", default=[], help="run only this sample id")
@@ -98,6 +101,8 @@ def run_options(
 
 def _run(args: argparse.Namespace) -> int:
     profile = resolve_model(args.model)
+    if args.url:
+        profile = dataclasses.replace(profile, url=args.url)
     bench = load_benchmark(args.benchmark)
     shard = parse_shard(args.shard) if args.shard else None
     opts = run_options(args, args.run_id or default_run_id(profile), shard)
