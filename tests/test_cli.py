@@ -131,8 +131,13 @@ def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
 
 def test_models_list_shows_profiles_without_secrets(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-print")
-    result = subprocess.run([sys.executable, "-m", "simulator", "models", "list"], cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "models", "list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     for name in ("gpt-realtime", "gemini-live", "grok-realtime", "moshi-local"):
         assert name in result.stdout
@@ -143,9 +148,34 @@ def test_models_list_shows_profiles_without_secrets(monkeypatch):
 def test_profile_without_its_key_fails_before_any_session(tmp_path):
     env_free = {k: v for k, v in __import__("os").environ.items() if k != "OPENAI_API_KEY"}
     result = subprocess.run(
-        [sys.executable, "-m", "simulator", "run", "--model", "gpt-realtime", "--benchmark",
-         "recordings/demo", "--runs-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=60, env=env_free,
+        [
+            sys.executable,
+            "-m",
+            "simulator",
+            "run",
+            "--model",
+            "gpt-realtime",
+            "--benchmark",
+            "recordings/demo",
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env_free,
     )
     assert_clean_error(result, "OPENAI_API_KEY is not set")
     assert not any(tmp_path.iterdir())
+
+
+def test_scoring_service_from_the_command_line(tmp_path):
+    """Broker and worker as their own processes; a non-loopback bind without CURVE is refused."""
+    refused = subprocess.run(
+        [sys.executable, "-m", "simulator", "scoring", "serve", "--bind", "tcp://0.0.0.0:5999"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert_clean_error(refused, "--insecure", "CURVE")
+    keys = duplexsim("scoring", "keys", str(tmp_path / "keys"))
+    assert keys.returncode == 0 and (tmp_path / "keys" / "broker.key").exists()

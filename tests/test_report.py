@@ -140,3 +140,48 @@ def test_report_errors_are_clear(tmp_path, two_runs):
     result = duplexsim("report", str(two_runs[0]), "--scorer", "empathic-insight-voice-small")
     assert result.returncode == 2 and "no scores from" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path):
+    """`duplexsim scoring serve` + `scoring worker` processes, then `score --endpoint`."""
+    import shutil
+    import time
+
+    run = tmp_path / "echo"
+    shutil.copytree(two_runs[0], run)
+    shutil.rmtree(run / "scores", ignore_errors=True)
+    port = _free_port()
+    broker = subprocess.Popen([sys.executable, "-m", "simulator", "scoring", "serve", "--bind",
+                               f"tcp://127.0.0.1:{port}", "--worker-bind",
+                               f"tcp://127.0.0.1:{_free_port()}"],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        lines = [broker.stdout.readline(), broker.stdout.readline()]
+        workers_on = lines[1].rsplit(" ", 1)[1].strip()
+        worker = subprocess.Popen([sys.executable, "-m", "simulator", "scoring", "worker",
+                                   "--connect", workers_on, "--scorer", "prosody"],
+                                  cwd=REPO, stdout=subprocess.DEVNULL)
+        time.sleep(1.0)
+        result = duplexsim("score", str(run), "--scorer", "prosody", "--endpoint",
+                           f"tcp://127.0.0.1:{port}")
+        assert result.returncode == 0, result.stderr
+        assert "6 clips scored" in result.stdout
+    finally:
+        for proc in (worker, broker):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
+    remote = ScoreCache(cache_path(run, "prosody"), "prosody")
+    local = ScoreCache(cache_path(two_runs[0], "prosody"), "prosody")
+    assert remote.items.keys() == local.items.keys()
+    for key, item in local.items.items():
+        assert np.allclose(remote.items[key]["values"], item["values"], atol=1e-5)

@@ -60,8 +60,8 @@ def check_bind(endpoint: str, *, curve: bool, allow_insecure: bool) -> None:
     raise ConfigError(
         f"refusing to bind {endpoint} without encryption: anyone who can reach it could send "
         "audio for scoring or register as a worker and receive users' audio. Give the broker a "
-        "CURVE secret key (create one with `python -m scoring.service keys DIR`; clients and workers "
-        "then need its public key), bind 127.0.0.1, or pass allow_insecure=True on a network you trust"
+        "CURVE secret key (create one with `duplexsim scoring keys DIR`; clients and workers "
+        "then need its public key), bind 127.0.0.1, or pass --insecure on a network you trust"
     )
 
 

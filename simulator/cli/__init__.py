@@ -15,13 +15,23 @@ from simulator.cli import (
     replay_cmd,
     run_cmd,
     score_cmd,
+    scoring_cmd,
     serve_cmd,
 )
 from simulator.core.errors import DuplexsimError
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (demo_cmd, run_cmd, score_cmd, replay_cmd, models_cmd, benchmark_cmd, serve_cmd)
+_COMMANDS = (
+    demo_cmd,
+    run_cmd,
+    score_cmd,
+    replay_cmd,
+    models_cmd,
+    benchmark_cmd,
+    serve_cmd,
+    scoring_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from simulator.core.benchmark import load_benchmark
@@ -56,8 +56,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
-    p.add_argument("--url", help="override the profile's endpoint, e.g. a local serve-model fake "
-                   "for a dry run before spending money on a hosted API")
+    p.add_argument(
+        "--url",
+        help="override the profile's endpoint, e.g. a local serve-model fake "
+        "for a dry run before spending money on a hosted API",
+    )
     p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
     p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
     p.add_argument("--sample", action="append", default=[], help="run only this sample id")
