@@ -174,7 +174,10 @@ def test_scoring_service_from_the_command_line(tmp_path):
     """Broker and worker as their own processes; a non-loopback bind without CURVE is refused."""
     refused = subprocess.run(
         [sys.executable, "-m", "simulator", "scoring", "serve", "--bind", "tcp://0.0.0.0:5999"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert_clean_error(refused, "--insecure", "CURVE")
     keys = duplexsim("scoring", "keys", str(tmp_path / "keys"))

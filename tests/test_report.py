@@ -159,20 +159,45 @@ def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path)
     shutil.copytree(two_runs[0], run)
     shutil.rmtree(run / "scores", ignore_errors=True)
     port = _free_port()
-    broker = subprocess.Popen([sys.executable, "-m", "simulator", "scoring", "serve", "--bind",
-                               f"tcp://127.0.0.1:{port}", "--worker-bind",
-                               f"tcp://127.0.0.1:{_free_port()}"],
-                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    broker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simulator",
+            "scoring",
+            "serve",
+            "--bind",
+            f"tcp://127.0.0.1:{port}",
+            "--worker-bind",
+            f"tcp://127.0.0.1:{_free_port()}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     worker = None
     try:
         lines = [broker.stdout.readline(), broker.stdout.readline()]
         workers_on = lines[1].rsplit(" ", 1)[1].strip()
-        worker = subprocess.Popen([sys.executable, "-m", "simulator", "scoring", "worker",
-                                   "--connect", workers_on, "--scorer", "prosody"],
-                                  cwd=REPO, stdout=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "simulator",
+                "scoring",
+                "worker",
+                "--connect",
+                workers_on,
+                "--scorer",
+                "prosody",
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+        )
         time.sleep(1.0)
-        result = duplexsim("score", str(run), "--scorer", "prosody", "--endpoint",
-                           f"tcp://127.0.0.1:{port}")
+        result = duplexsim(
+            "score", str(run), "--scorer", "prosody", "--endpoint", f"tcp://127.0.0.1:{port}"
+        )
         assert result.returncode == 0, result.stderr
         assert "6 clips scored" in result.stdout
     finally:
