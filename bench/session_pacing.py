@@ -356,6 +356,7 @@ class Batch:
     rss_base_kb: int
     rss_hwm_kb: int | None  # VmHWM after the batch (None if it could not be reset)
     step_s: float
+    record_s: list[float]  # wall time this benchmark took to digest each outcome (in a thread)
     idle_before: dict[str, Any] | None = None
 
 
@@ -376,6 +377,7 @@ async def run_batch(
     base = rss_kb()
     probe = Probe(*probe_pids)
     watch = GcWatch()
+    overhead: list[float] = []
 
     async def one(i: int) -> Record:
         await asyncio.sleep(i * step_s)
@@ -385,7 +387,12 @@ async def run_batch(
         outcome = await run_session(
             client, context, settings, speech_end_s=speech_end_s, clock=clock, executor=pool
         )
-        return record(i, k, outcome, first[0] if first else None)
+        # digesting the outcome is this benchmark's own work, not the simulator's: a thread, so it
+        # takes the GIL in switch-interval slices instead of blocking the loop in one piece
+        t = time.perf_counter()
+        rec = await asyncio.to_thread(record, i, k, outcome, first[0] if first else None)
+        overhead.append(time.perf_counter() - t)
+        return rec
 
     gc.callbacks.append(watch)
     sampler = asyncio.create_task(probe.run())
@@ -400,7 +407,7 @@ async def run_batch(
             await sampler
         gc.callbacks.remove(watch)
     hwm = rss_kb("VmHWM") if can_reset else None
-    return Batch(list(records), probe, watch, started, finished, base, hwm, step_s)
+    return Batch(list(records), probe, watch, started, finished, base, hwm, step_s, overhead)
 
 
 def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
@@ -463,6 +470,10 @@ def batch_report(b: Batch, n_servers: int) -> dict[str, Any]:
             "per_session_kb": round((peak - b.rss_base_kb) / n, 1) if n else None,
         },
         "gc": b.gc.summary(),
+        "bench_record_ms": {
+            "total": round(1000 * sum(b.record_s), 2),
+            "max": round(1000 * max(b.record_s, default=0.0), 3),
+        },
         "idle_before": b.idle_before,
         "wall_windows": wall_windows(b),
     }
@@ -819,14 +830,12 @@ def _target(value: float | None, target: float, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _drift(first: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
+def _growth(first: dict[str, Any], last: dict[str, Any], key: str) -> dict[str, Any]:
     tol = TARGETS["drift_tolerance_ms"]
     return {
-        "p50_ms": f"{first['p50_ms']} -> {last['p50_ms']}",
-        "p99_ms": f"{first['p99_ms']} -> {last['p99_ms']}",
-        "max_ms": f"{first['max_ms']} -> {last['max_ms']}",
+        key: f"{first[key]} -> {last[key]}",
         "tolerance_ms": tol,
-        "met": last["p50_ms"] <= first["p50_ms"] + tol and last["p99_ms"] <= first["p99_ms"] + tol,
+        "met": last[key] <= first[key] + tol,
     }
 
 
@@ -841,14 +850,14 @@ def verdict(r: dict[str, Any]) -> dict[str, Any]:
         s = by_n[500]["send"]
         v["p99 at 500 sessions"] = _target(s["p99_ms"], TARGETS["p99_ms_at_500"])
     if "drift" in r:
+        # drift of the schedule shows in the median; the tail (p99) shows pauses of the loop
         d = r["drift"]
-        v["no drift: each session's last 5 s vs its first 5 s"] = _drift(
-            d["first_5s"], d["last_5s"]
-        )
+        pairs = [("each session's", d["first_5s"], d["last_5s"])]
         if d["steady"]:
-            v["no drift: steady state, last 5 s vs first 5 s"] = _drift(
-                d["steady"]["first_5s"], d["steady"]["last_5s"]
-            )
+            pairs.append(("steady state", d["steady"]["first_5s"], d["steady"]["last_5s"]))
+        for name, first, last in pairs:
+            v[f"no drift, p50, {name} last 5 s vs first 5 s"] = _growth(first, last, "p50_ms")
+            v[f"no growth, p99, {name} last 5 s vs first 5 s"] = _growth(first, last, "p99_ms")
     for lat in r.get("latency", []):
         all_measured = lat["measured"] == lat["sessions"]
         v[f"latency {lat['injected_s']} s, p99 abs error"] = _target(
@@ -1046,9 +1055,9 @@ def main() -> int:
     p.add_argument(
         "--wait-idle",
         type=float,
-        default=120.0,
         metavar="S",
-        help="before each batch, wait up to S s for other work on the machine to stop",
+        help="before each batch, wait up to S s for other work on the machine to stop "
+        "(default 120; 0 with --quick)",
     )
     p.add_argument(
         "--drift-sessions",
@@ -1065,6 +1074,8 @@ def main() -> int:
         help="batches with more sessions than this use two silent servers (default 200)",
     )
     args = p.parse_args()
+    if args.wait_idle is None:
+        args.wait_idle = 0.0 if args.quick else 120.0
     result = asyncio.run(main_async(args))
     print(tables(result))
     if args.out:

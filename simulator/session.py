@@ -127,7 +127,12 @@ class _Session:
         self.track = OutputTrack(self.caps.output_rate)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
+        self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
+        # The hot paths record plain tuples (cheap, never tracked by the garbage collector);
+        # they become event dicts once the session is over.
         self.events: list[dict[str, Any]] = []
+        self.sends: list[tuple[int, float, float, int]] = []  # n, t, due, samples
+        self.audio_in: list[tuple[float, int, float, float | None]] = []  # t, n, placed, offset
         self.send_errors: list[float] = []
         self.frames_sent = 0
         self.t0 = 0.0
@@ -136,6 +141,55 @@ class _Session:
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
         self.events.append({"t": round(t, 6), "dir": direction, "kind": kind, **fields})
+
+    def event_log(self) -> list[dict[str, Any]]:
+        """Every event, sends and received audio included, in time order."""
+        sends = [
+            {
+                "t": round(t, 6),
+                "dir": "send",
+                "kind": "audio",
+                "n": n,
+                "due": round(due, 6),
+                "samples": k,
+            }
+            for n, t, due, k in self.sends
+        ]
+        audio = [
+            {
+                "t": round(t, 6),
+                "dir": "recv",
+                "kind": "audio",
+                "samples": k,
+                "placed_s": round(placed, 6),
+                "offset_s": offset,
+            }
+            for t, k, placed, offset in self.audio_in
+        ]
+        return sorted([*self.events, *sends, *audio], key=lambda e: float(e["t"]))
+
+    def advance_vad(self) -> None:
+        """Feed the VAD everything placed since the last call (final: nothing is ever placed
+        before the track's end) and tell the detector about voiced frames."""
+        end = self.track.end_samples
+        if end <= self.vad_end:
+            return
+        first = self.vad.frames_done
+        flags = self.vad.push(self.track.segment(self.vad_end, end))
+        self.vad_end = end
+        frame_s = self.vad.cfg.frame_s
+        for i in np.flatnonzero(flags):
+            k = first + int(i)
+            self.detector.voiced(k * frame_s, (k + 1) * frame_s)
+
+    def tick(self, now_s: float) -> EndReason | None:
+        """Advance the detector; the VAD catches up in batches, and always before an ending."""
+        if (
+            self.track.end_samples - self.vad_end >= self.vad_batch
+            or self.detector.pending(now_s) is not None
+        ):
+            self.advance_vad()
+        return self.detector.tick(now_s)
 
     async def send_loop(self) -> None:
         n = 0
@@ -152,21 +206,14 @@ class _Session:
             await self.client.send_audio(chunk)
             self.send_errors.append(now - due)
             self.frames_sent = n + 1
-            self.log(
-                now - self.t0,
-                "send",
-                "audio",
-                n=n,
-                due=round(due - self.t0, 6),
-                samples=int(chunk.size),
-            )
+            self.sends.append((n, now - self.t0, due - self.t0, chunk.size))
             if n == len(self.frames) - 1:
                 self.log(self.clock() - self.t0, "local", "context_end")
                 if self.caps.manual_commit:
                     await self.client.commit_turn()
             n += 1
             self._check_stall(now)
-            reason = self.detector.tick(now + frame_s - self.t0)
+            reason = self.tick(now + frame_s - self.t0)
             if reason is not None:
                 self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
                 self.done.set()
@@ -181,6 +228,7 @@ class _Session:
     async def receive_loop(self) -> None:
         async for event in self.client.events():
             self.on_event(event)
+        self.advance_vad()
         if not self.done.is_set():
             if self.detector.onset_s is None:
                 raise Disconnected("server closed the connection before replying")
@@ -194,6 +242,7 @@ class _Session:
             self._on_audio(event, t)
         elif isinstance(event, EndOfTurn):
             self.log(t, "recv", "end_of_turn")
+            self.advance_vad()
             # a burst sent faster than real time is over only once it has played out
             self.detector.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
@@ -220,24 +269,7 @@ class _Session:
 
     def _on_audio(self, event: AudioOut, t: float) -> None:
         placed = self.track.place(np.asarray(event.samples, dtype=np.float32), t, event.offset_s)
-        self.log(
-            t,
-            "recv",
-            "audio",
-            samples=placed.n_samples,
-            placed_s=round(placed.start_s, 6),
-            offset_s=event.offset_s,
-        )
-        rate = self.track.rate
-        start = round(placed.start_s * rate)
-        gap = np.zeros(max(0, start - self.vad_end), dtype=np.float32)
-        first = self.vad.frames_done
-        flags = self.vad.push(np.concatenate((gap, event.samples)) if gap.size else event.samples)
-        self.vad_end = start + placed.n_samples
-        frame_s = self.vad.cfg.frame_s
-        for i in np.flatnonzero(flags):
-            k = first + int(i)
-            self.detector.voiced(k * frame_s, (k + 1) * frame_s)
+        self.audio_in.append((t, placed.n_samples, placed.start_s, event.offset_s))
 
 
 async def run_session(
@@ -363,7 +395,7 @@ def _outcome(
         output_rate=caps.output_rate,
         sent=sent,
         output=output,
-        events=s.events,
+        events=s.event_log(),
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
         error=None if error is None else error.message,

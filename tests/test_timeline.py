@@ -142,3 +142,14 @@ def test_shards_partition_samples():
     assert sorted(functools.reduce(operator.iadd, parts, [])) == sorted(ids)
     assert all(len(p) > 40 for p in parts)
     assert parse_shard("1/3") == (1, 3)
+
+
+def test_detector_pending_predicts_tick_without_deciding():
+    d = _detector()
+    d.voiced(10.5, 11.0)
+    assert d.pending(12.99) is None
+    assert d.pending(13.0) is EndReason.HANGOVER
+    assert d.ended is None  # only predicted
+    d.voiced(12.9, 13.0)  # late audio keeps the reply alive
+    assert d.pending(13.0) is None and d.tick(13.0) is None
+    assert d.tick(15.0) is EndReason.HANGOVER

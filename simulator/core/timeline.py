@@ -48,11 +48,20 @@ class OutputTrack:
         self._buf = np.zeros(int(initial_s * rate), dtype=np.float32)
         self._end = 0  # samples: end of the last placed chunk
         self._extent = 0  # samples: furthest written position
-        self.placements: list[Placement] = []
 
     @property
     def end_s(self) -> float:
         return self._end / self.rate
+
+    @property
+    def end_samples(self) -> int:
+        """Everything before this is final: later chunks are only ever placed after it."""
+        return self._end
+
+    def segment(self, lo: int, hi: int) -> NDArray[np.float32]:
+        """A view of samples [lo, hi) of the timeline (zeros where nothing was placed)."""
+        self._grow(hi)
+        return self._buf[lo:hi]
 
     def place(
         self, samples: NDArray[np.float32], arrival_s: float, offset_s: float | None = None
@@ -63,9 +72,7 @@ class OutputTrack:
         self._buf[start:stop] = samples
         self._end = stop
         self._extent = max(self._extent, stop)
-        placement = Placement(start / self.rate, arrival_s, int(samples.size), offset_s)
-        self.placements.append(placement)
-        return placement
+        return Placement(start / self.rate, arrival_s, int(samples.size), offset_s)
 
     def _grow(self, needed: int) -> None:
         if needed > self._buf.size:

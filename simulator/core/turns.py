@@ -60,6 +60,15 @@ class ReplyDetector:
 
     def tick(self, now_s: float) -> EndReason | None:
         """Advance time; returns the reason once the reply is over."""
+        if self.ended is None:
+            reason = self.pending(now_s)
+            if reason is not None:
+                self._end(reason, now_s)
+        return self.ended
+
+    def pending(self, now_s: float) -> EndReason | None:
+        """What ``tick(now_s)`` would decide, without deciding it (so a caller can bring the
+        VAD up to date first)."""
         if self.ended is not None:
             return self.ended
         s = self.settings
@@ -67,12 +76,12 @@ class ReplyDetector:
             return None  # the whole context is always sent; a reply cannot end inside it
         if self.onset_s is None:
             if now_s >= self.context_end_s + s.reply_timeout_s:
-                self._end(EndReason.NO_REPLY, now_s)
+                return EndReason.NO_REPLY
         elif self.last_voiced_end_s is not None and now_s >= self.last_voiced_end_s + s.hangover_s:
-            self._end(EndReason.HANGOVER, now_s)
+            return EndReason.HANGOVER
         elif now_s >= self.onset_s + s.max_reply_s:
-            self._end(EndReason.MAX_LENGTH, now_s)
-        return self.ended
+            return EndReason.MAX_LENGTH
+        return None
 
     def _end(self, reason: EndReason, now_s: float) -> None:
         self.ended = reason
