@@ -38,10 +38,11 @@ import gc
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +53,7 @@ import websockets
 
 from clients.base import ClientConfig
 from clients.pcm_ws.client import PcmWsClient
+from simulator import runner
 from simulator.core.timing import speech_end
 from simulator.core.turns import TurnSettings
 from simulator.fakes import FakeModelProcess
@@ -292,6 +294,23 @@ class Record:
     onset_arrival_delay_ms: float | None  # arrival - due of that same chunk
 
 
+@contextlib.contextmanager
+def _switch_interval_only() -> Iterator[None]:
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def realtime_tuning() -> contextlib.AbstractContextManager[None]:
+    """The process settings the runner applies around a run (GIL switch interval; where the
+    runner has it, gc.freeze), so each batch runs as a run would."""
+    tuning = getattr(runner, "realtime_tuning", None)
+    return tuning() if tuning is not None else _switch_interval_only()
+
+
 def first_call_clock() -> tuple[Callable[[], float], list[float]]:
     """time.monotonic that remembers its first reading: run_session's first clock() call is T0."""
     first: list[float] = []
@@ -398,7 +417,8 @@ async def run_batch(
     sampler = asyncio.create_task(probe.run())
     started = time.monotonic()
     try:
-        records = await asyncio.gather(*(one(i) for i in range(n)))
+        with realtime_tuning():
+            records = await asyncio.gather(*(one(i) for i in range(n)))
     finally:
         finished = time.monotonic()
         probe.sample()
@@ -724,7 +744,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "plan": vars(plan) | {"quick": bool(args.quick), "parts": sorted(parts)},
         "targets": TARGETS,
         "switch_interval_s": SWITCH_INTERVAL_S,
+        "runner_realtime_tuning": hasattr(runner, "realtime_tuning"),
         "gc_disabled": bool(args.no_gc),
+        "git": git_state(),
         "nice": os.nice(0),
     }
     contexts = {
@@ -757,8 +779,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ]
             log(f"servers up: {len(silent)} silent, {len(echoes)} delayed-echo; pool {worker_pids}")
             bench = Bench(plan, pool, worker_pids, silent, echoes, args.wait_idle)
-            interval = sys.getswitchinterval()
-            sys.setswitchinterval(SWITCH_INTERVAL_S)  # as the runner does during a run
             if args.no_gc:
                 gc.disable()  # diagnostic only; trim_heap() still collects between batches
             try:
@@ -769,7 +789,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 if "latency" in parts:
                     result["latency"] = await latency(bench, contexts["latency"], ends["latency"])
             finally:
-                sys.setswitchinterval(interval)
                 gc.enable()
     result["verdict"] = verdict(result)
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -865,6 +884,25 @@ def verdict(r: dict[str, Any]) -> dict[str, Any]:
             TARGETS["latency_p99_abs_error_ms"],
         )
     return v
+
+
+def git_state() -> dict[str, Any]:
+    """The commit measured, and which files differed from it (the code under test can change)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *a], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": git("rev-parse", "HEAD").strip(),
+        "modified": [ln[3:] for ln in status.splitlines() if len(ln) > 3],
+    }
 
 
 def machine_info() -> dict[str, Any]:

@@ -166,8 +166,13 @@ def resample(samples: npt.NDArray[Any], from_rate: int, to_rate: int) -> FloatAr
 def float_to_pcm16(samples: npt.NDArray[Any]) -> bytes:
     """Float samples -> little-endian int16 bytes; NaN becomes silence, the rest is clipped."""
     # One scale (32768) both ways, as libsndfile uses, so int16 -> float -> int16 is exact.
-    data = np.nan_to_num(np.asarray(samples, dtype=np.float64).ravel(), nan=0.0)
-    scaled: npt.NDArray[np.float64] = np.clip(np.rint(data * 32768.0), -32768.0, 32767.0)
+    # This runs for every frame of every session: in-place float64 work, no temporaries.
+    scaled = np.array(samples, dtype=np.float64, copy=True).ravel()
+    scaled *= 32768.0
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -32768.0, 32767.0, out=scaled)
+    if np.isnan(scaled).any():
+        scaled[np.isnan(scaled)] = 0.0
     return scaled.astype("<i2").tobytes()
 
 
