@@ -4,7 +4,8 @@
 
 The client side (run_session + PcmWsClient) runs in this process, exactly as the runner drives it:
 staggered starts (index * (RAMP_STEP_S + frame_s / N)), the runner's worker_pool() as the executor,
-the runner's GIL switch interval, the end of Speaker A's speech measured before the session starts.
+the runner's realtime_tuning() around each batch (GIL switch interval, gc.freeze), the end of
+Speaker A's speech measured before the session starts.
 The fake models run in child processes (FakeModelProcess, ``duplexsim serve-model``), all started
 before the first session.
 
@@ -22,7 +23,8 @@ before the first session.
 4. memory   (peak RSS - RSS before the batch) / sessions, for every batch.
 
 Before each batch it waits (up to --wait-idle s) for other work on the machine to stop, and it
-reports the CPU used by other processes during the batch ("other CPU").
+reports the CPU used by other processes during the batch ("other CPU"). On a shared machine, run
+it under ``nice -n -10``. Results and their reading: docs/performance.md.
 
 ``--quick`` (smoke test, under a minute): pacing at 1 and 50 sessions of 10 s, 50 sessions of 10 s
 drift, one latency (0.8 s). Prints Markdown tables; ``--out`` writes every number as JSON.

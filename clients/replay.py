@@ -60,8 +60,11 @@ def load_recording(bundle: Path) -> tuple[Capabilities, list[RecordedEvent]]:
 def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent | None:
     kind = item["kind"]
     if kind == "audio":
+        n = int(item["samples"])
+        if item.get("silent"):  # later audio may overwrite silence on the timeline
+            return AudioOut(np.zeros(n, dtype=np.float32), 0.0, item.get("offset_s"))
         start = round(item["placed_s"] * rate)
-        chunk = output[start : start + int(item["samples"])]
+        chunk = output[start : start + n]
         return AudioOut(np.asarray(chunk, dtype=np.float32), 0.0, item.get("offset_s"))
     if kind == "end_of_turn":
         return EndOfTurn(0.0)

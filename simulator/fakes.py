@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
+import tempfile
 from types import TracebackType
 
 from simulator.core.errors import ConfigError
@@ -24,6 +24,7 @@ class FakeModelProcess:
         self.start_timeout_s = start_timeout_s
         self.url = ""
         self._proc: asyncio.subprocess.Process | None = None
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
 
     async def __aenter__(self) -> FakeModelProcess:
         self._proc = await asyncio.create_subprocess_exec(
@@ -39,7 +40,7 @@ class FakeModelProcess:
             "0",
             *self.extra_args,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=self._stderr,  # a file: a chatty server can never block on a full pipe
         )
         assert self._proc.stdout is not None
         try:
@@ -48,11 +49,9 @@ class FakeModelProcess:
             line = b""
         text = line.decode().strip()
         if " on " not in text:
-            err = b""
-            if self._proc.stderr is not None:
-                with contextlib.suppress(TimeoutError):
-                    err = await asyncio.wait_for(self._proc.stderr.read(), 5)
             await self.aclose()
+            self._stderr.seek(0)
+            err = self._stderr.read()
             detail = err.decode().strip().splitlines()[-1:] or ["no output"]
             raise ConfigError(
                 f"fake {self.behaviour} model over {self.protocol} did not start: {detail[0]}"

@@ -132,7 +132,8 @@ class _Session:
         # they become event dicts once the session is over.
         self.events: list[dict[str, Any]] = []
         self.sends: list[tuple[int, float, float, int]] = []  # n, t, due, samples
-        self.audio_in: list[tuple[float, int, float, float | None]] = []  # t, n, placed, offset
+        # t, samples, placed at, declared offset, silent
+        self.audio_in: list[tuple[float, int, float, float | None, bool]] = []
         self.send_errors: list[float] = []
         self.frames_sent = 0
         self.t0 = 0.0
@@ -163,8 +164,9 @@ class _Session:
                 "samples": k,
                 "placed_s": round(placed, 6),
                 "offset_s": offset,
+                "silent": silent,
             }
-            for t, k, placed, offset in self.audio_in
+            for t, k, placed, offset, silent in self.audio_in
         ]
         return sorted([*self.events, *sends, *audio], key=lambda e: float(e["t"]))
 
@@ -193,7 +195,6 @@ class _Session:
 
     async def send_loop(self) -> None:
         n = 0
-        frame_s = self.schedule.frame_s
         while not self.done.is_set():
             due = self.t0 + self.schedule.due(n)
             delay = due - self.clock()
@@ -213,7 +214,8 @@ class _Session:
                     await self.client.commit_turn()
             n += 1
             self._check_stall(now)
-            reason = self.tick(now + frame_s - self.t0)
+            # decide on the media time sent, so a loaded client still sends its whole schedule
+            reason = self.tick(self.schedule.due(n))
             if reason is not None:
                 self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
                 self.done.set()
@@ -269,7 +271,7 @@ class _Session:
 
     def _on_audio(self, event: AudioOut, t: float) -> None:
         placed = self.track.place(np.asarray(event.samples, dtype=np.float32), t, event.offset_s)
-        self.audio_in.append((t, placed.n_samples, placed.start_s, event.offset_s))
+        self.audio_in.append((t, placed.n_samples, placed.start_s, event.offset_s, placed.silent))
 
 
 async def run_session(
@@ -321,7 +323,9 @@ async def run_session(
         speech_end_s = await loop.run_in_executor(
             executor, speech_end, context, CONTEXT_RATE, settings.vad
         )
-    sent, output = _recorded_audio(s)
+    # assembling the recordings is end-of-session work: off the loop that paces the others
+    sent, output = await asyncio.to_thread(_recorded_audio, s)
+    events = await asyncio.to_thread(s.event_log)
     timing = None
     if error is None:
         timing = await loop.run_in_executor(
@@ -336,7 +340,7 @@ async def run_session(
                 vad=settings.vad,
             ),
         )
-    return _outcome(s, sent, output, timing, error, wall_s)
+    return _outcome(s, sent, output, events, timing, error, wall_s)
 
 
 async def _stream(s: _Session) -> None:
@@ -374,6 +378,7 @@ def _outcome(
     s: _Session,
     sent: NDArray[np.float32],
     output: NDArray[np.float32],
+    events: list[dict[str, Any]],
     timing: ReplyTiming | None,
     error: SessionError | None,
     wall_s: float,
@@ -395,7 +400,7 @@ def _outcome(
         output_rate=caps.output_rate,
         sent=sent,
         output=output,
-        events=s.event_log(),
+        events=events,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
         error=None if error is None else error.message,

@@ -153,3 +153,21 @@ def test_detector_pending_predicts_tick_without_deciding():
     d.voiced(12.9, 13.0)  # late audio keeps the reply alive
     assert d.pending(13.0) is None and d.tick(13.0) is None
     assert d.tick(15.0) is EndReason.HANGOVER
+
+
+def test_silence_never_holds_back_what_follows():
+    track = OutputTrack(rate=1000)
+    z = np.zeros(20, np.float32)
+    track.place(z, arrival_s=0.0)
+    late = track.place(z, arrival_s=0.05)  # one slow frame: due at 0.02, arrived at 0.05
+    assert late.silent and late.start_s == 0.05
+    # the stream recovers: the next frames are placed at their arrivals, not queued behind it
+    nxt = track.place(z, arrival_s=0.041)
+    assert nxt.start_s == 0.041
+    onset = track.place(np.ones(20, np.float32), arrival_s=0.06)
+    assert onset.start_s == 0.06 and not onset.silent and track.end_s == 0.08
+    # audible audio still holds back what follows (a burst plays back to back)
+    after = track.place(np.ones(20, np.float32), arrival_s=0.061)
+    assert after.start_s == 0.08
+    audio = track.audio()
+    assert audio[:60].sum() == 0 and audio[60:100].sum() == 40

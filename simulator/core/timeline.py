@@ -32,6 +32,7 @@ class Placement:
     arrival_s: float  # when it arrived, relative to T0
     n_samples: int
     offset_s: float | None  # the position the server declared, if any
+    silent: bool = False  # all zeros: it never holds back what follows
 
     @property
     def queued_s(self) -> float:
@@ -41,22 +42,26 @@ class Placement:
 
 class OutputTrack:
     """The model's audio as a listener hears it: each chunk starts at
-    max(arrival, end of the previous chunk), so bursts play back-to-back rather than overlap."""
+    max(arrival, end of the previous audible chunk), so bursts play back-to-back rather than
+    overlap. Silence never holds back what follows: a real-time stream that was late once
+    (one slow frame) is placed at its arrivals again from its next silent frame on, instead of
+    carrying that delay to the model's onset."""
 
     def __init__(self, rate: int, initial_s: float = 30.0) -> None:
         self.rate = rate
         self._buf = np.zeros(int(initial_s * rate), dtype=np.float32)
-        self._end = 0  # samples: end of the last placed chunk
-        self._extent = 0  # samples: furthest written position
+        self._audible_end = 0  # samples: end of the last chunk with any non-zero sample
+        self._extent = 0  # samples: furthest placed position
 
     @property
     def end_s(self) -> float:
-        return self._end / self.rate
+        """End of the audible audio placed so far."""
+        return self._audible_end / self.rate
 
     @property
     def end_samples(self) -> int:
         """Everything before this is final: later chunks are only ever placed after it."""
-        return self._end
+        return self._audible_end
 
     def segment(self, lo: int, hi: int) -> NDArray[np.float32]:
         """A view of samples [lo, hi) of the timeline (zeros where nothing was placed)."""
@@ -66,13 +71,15 @@ class OutputTrack:
     def place(
         self, samples: NDArray[np.float32], arrival_s: float, offset_s: float | None = None
     ) -> Placement:
-        start = max(round(max(arrival_s, 0.0) * self.rate), self._end)
+        start = max(round(max(arrival_s, 0.0) * self.rate), self._audible_end)
         stop = start + samples.size
         self._grow(stop)
-        self._buf[start:stop] = samples
-        self._end = stop
+        silent = not samples.any()
+        if not silent:  # past the audible end the timeline is zeros already
+            self._buf[start:stop] = samples
+            self._audible_end = stop
         self._extent = max(self._extent, stop)
-        return Placement(start / self.rate, arrival_s, int(samples.size), offset_s)
+        return Placement(start / self.rate, arrival_s, int(samples.size), offset_s, silent)
 
     def _grow(self, needed: int) -> None:
         if needed > self._buf.size:
