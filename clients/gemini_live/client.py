@@ -8,16 +8,16 @@ a recording.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from numpy.typing import NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.gemini_live.errors import handshake_error, redact_url
 from clients.gemini_live.protocol import INPUT_RATE, OUTPUT_RATE, ClientProtocol, setup_from_options
+from clients.wsclient import WebSocketClient
 from simulator.core.errors import ConnectError, Disconnected, SessionError
 
 __all__ = ["DEFAULT_URL", "GeminiLiveClient"]
@@ -31,15 +31,14 @@ MAX_MESSAGE = 2**22
 CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
-class GeminiLiveClient(DuplexClient):
+class GeminiLiveClient(WebSocketClient):
+    decode_text = False  # the server may send JSON as binary frames
     protocol = "gemini-live"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
         setup = setup_from_options(config.model, config.voice, config.options)
         self._proto = ClientProtocol(setup, secret=config.api_key)
-        self._ws: ClientConnection | None = None
-        self._closing = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -113,35 +112,12 @@ class GeminiLiveClient(DuplexClient):
                 raise self._closed(exc, "while sending") from None
             self.bytes_sent += len(message)
 
-    async def events(self) -> AsyncIterator[ClientEvent]:
-        ws = self._connected()
-        while True:
-            try:
-                message = await ws.recv(decode=False)
-            except ConnectionClosed as exc:
-                if self._closing:
-                    return
-                frame = exc.rcvd
-                error = self._proto.close_error(
-                    frame.code if frame else None, frame.reason if frame else ""
-                )
-                if error is not None:
-                    yield ErrorEvent(error, self.config.clock(), fatal=True)
-                return
-            arrival = self.config.clock()
-            self.bytes_received += len(message)
-            try:
-                events = self._proto.receive(message, arrival)
-            except SessionError as exc:
-                yield ErrorEvent(exc, arrival, fatal=True)
-                return
-            for event in events:
-                yield event
+    def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
+        return self._proto.receive(message, arrival)
 
-    async def aclose(self) -> None:
-        if self._ws is not None:
-            self._closing = True
-            await self._ws.close()
+    def closed_error(self, exc: ConnectionClosed) -> SessionError | None:
+        frame = exc.rcvd
+        return self._proto.close_error(frame.code if frame else None, frame.reason if frame else "")
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()
@@ -157,11 +133,6 @@ class GeminiLiveClient(DuplexClient):
             return error
         text = f"server closed the connection {when} (code 1000)"
         return Disconnected(text) if self._proto.ready else ConnectError(text)
-
-    def _connected(self) -> ClientConnection:
-        if self._ws is None:
-            raise RuntimeError("GeminiLiveClient: call connect() first")
-        return self._ws
 
     def _redact(self, text: str) -> str:
         return redact_url(text, self.config.api_key)

@@ -18,17 +18,17 @@ token (proxies in front of a server); never in the URL or a message.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from numpy.typing import NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
 from clients.moshi.protocol import ClientProtocol, chat_url, handshake_error, query_params
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from clients.wsclient import WebSocketClient, close_text, message_size
+from simulator.core.errors import ConnectError, Disconnected, SessionError
 
 __all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
 
@@ -38,15 +38,13 @@ MAX_MESSAGE = 2**22
 CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
-class MoshiClient(DuplexClient):
+class MoshiClient(WebSocketClient):
     protocol = "moshi"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
         self._url = chat_url(config.url, query_params(config.options, config.voice))
         self._proto = ClientProtocol()
-        self._ws: ClientConnection | None = None
-        self._closing = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -99,9 +97,9 @@ class MoshiClient(DuplexClient):
             raise ConnectError(f"no handshake within {timeout:g} s") from None
         except ConnectionClosed as exc:
             raise ConnectError(
-                f"connection closed before the handshake: {_close_text(exc)}"
+                f"connection closed before the handshake: {close_text(exc)}"
             ) from None
-        self.bytes_received += _size(message)
+        self.bytes_received += message_size(message)
         self._proto.receive_handshake(message)
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
@@ -112,51 +110,8 @@ class MoshiClient(DuplexClient):
         try:
             await ws.send(data)
         except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {_close_text(exc)}") from None
+            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(data)
 
-    async def events(self) -> AsyncIterator[ClientEvent]:
-        ws = self._connected()
-        while True:
-            try:
-                message = await ws.recv()
-            except ConnectionClosed as exc:
-                if self._closing or (exc.rcvd is not None and exc.rcvd.code == 1000):
-                    return
-                lost = Disconnected(f"server closed the connection: {_close_text(exc)}")
-                yield ErrorEvent(lost, self.config.clock(), fatal=True)
-                return
-            arrival = self.config.clock()
-            self.bytes_received += _size(message)
-            try:
-                events = self._proto.receive(message, arrival)
-            except ProtocolError as exc:
-                yield ErrorEvent(exc, arrival, fatal=True)
-                return
-            for event in events:
-                yield event
-
-    async def aclose(self) -> None:
-        if self._ws is not None:
-            self._closing = True
-            await self._ws.close()
-
-    def _connected(self) -> ClientConnection:
-        if self._ws is None:
-            raise RuntimeError("MoshiClient: call connect() first")
-        return self._ws
-
-    def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
-
-
-def _size(message: str | bytes) -> int:
-    return len(message.encode()) if isinstance(message, str) else len(message)
-
-
-def _close_text(exc: ConnectionClosed) -> str:
-    frame = exc.rcvd or exc.sent
-    if frame is None:
-        return "no close frame (connection lost)"
-    return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
+    def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
+        return self._proto.receive(message, arrival)

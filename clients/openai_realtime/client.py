@@ -4,17 +4,17 @@ arrivals; the API key goes in the Authorization header and nowhere else."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from numpy.typing import NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import RealtimeOptions
 from clients.openai_realtime.protocol import ClientProtocol, endpoint_url, handshake_error
+from clients.wsclient import WebSocketClient, close_text, message_size
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 
 __all__ = ["OpenAIRealtimeClient"]
@@ -24,7 +24,7 @@ MAX_MESSAGE = 2**24  # a burst's delta is small, but a session.updated with tool
 CLOSE_TIMEOUT_S = 2.0
 
 
-class OpenAIRealtimeClient(DuplexClient):
+class OpenAIRealtimeClient(WebSocketClient):
     protocol = "openai-realtime"
 
     def __init__(self, config: ClientConfig) -> None:
@@ -32,8 +32,6 @@ class OpenAIRealtimeClient(DuplexClient):
         self.options = RealtimeOptions.from_options(config.options, config.voice)
         secrets = (config.api_key,) if config.api_key else ()
         self._proto = ClientProtocol(self.options, secrets=secrets)
-        self._ws: ClientConnection | None = None
-        self._closing = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -90,7 +88,7 @@ class OpenAIRealtimeClient(DuplexClient):
             async with asyncio.timeout(timeout):
                 while not self._proto.ready:
                     message = await ws.recv()
-                    self.bytes_received += _size(message)
+                    self.bytes_received += message_size(message)
                     if not isinstance(message, str):
                         raise ProtocolError("expected a JSON event, got a binary frame")
                     for reply in self._proto.receive_handshake(message):
@@ -100,7 +98,7 @@ class OpenAIRealtimeClient(DuplexClient):
             waiting = "session.created" if self._proto.state == "opening" else "session.updated"
             raise ConnectError(f"no {waiting} within {timeout:g} s") from None
         except ConnectionClosed as exc:
-            raise ConnectError(f"connection closed during set-up: {_close_text(exc)}") from None
+            raise ConnectError(f"connection closed during set-up: {close_text(exc)}") from None
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
         await self._send(self._proto.audio_message(samples))
@@ -114,53 +112,10 @@ class OpenAIRealtimeClient(DuplexClient):
         try:
             await ws.send(message)
         except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {_close_text(exc)}") from None
+            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(message)
 
-    async def events(self) -> AsyncIterator[ClientEvent]:
-        ws = self._connected()
-        while True:
-            try:
-                message = await ws.recv()
-            except ConnectionClosed as exc:
-                if self._closing or (exc.rcvd is not None and exc.rcvd.code == 1000):
-                    return
-                lost = Disconnected(f"server closed the connection: {_close_text(exc)}")
-                yield ErrorEvent(lost, self.config.clock(), fatal=True)
-                return
-            arrival = self.config.clock()
-            self.bytes_received += _size(message)
-            try:
-                if not isinstance(message, str):
-                    raise ProtocolError("expected a JSON event, got a binary frame")
-                events = self._proto.receive_text(message, arrival)
-            except ProtocolError as exc:
-                yield ErrorEvent(exc, arrival, fatal=True)
-                return
-            for event in events:
-                yield event
-
-    async def aclose(self) -> None:
-        if self._ws is not None:
-            self._closing = True
-            await self._ws.close()
-
-    def _connected(self) -> ClientConnection:
-        if self._ws is None:
-            raise RuntimeError("OpenAIRealtimeClient: call connect() first")
-        return self._ws
-
-    def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
-
-
-def _size(message: str | bytes) -> int:
-    return len(message.encode()) if isinstance(message, str) else len(message)
-
-
-def _close_text(exc: ConnectionClosed) -> str:
-    frame = exc.rcvd or exc.sent
-    if frame is None:
-        return "no close frame (connection lost)"
-    return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
+    def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
+        if not isinstance(message, str):
+            raise ProtocolError("expected a JSON event, got a binary frame")
+        return self._proto.receive_text(message, arrival)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from numpy.typing import NDArray
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.pcm_ws.protocol import ClientProtocol, handshake_error
+from clients.wsclient import WebSocketClient, close_text, message_size
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 
 __all__ = ["PcmWsClient"]
@@ -21,15 +21,13 @@ MAX_MESSAGE = 2**22
 CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
-class PcmWsClient(DuplexClient):
+class PcmWsClient(WebSocketClient):
     protocol = "pcm-ws"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
         self._rate = int(config.options.get("sample_rate", 16000))
         self._proto = ClientProtocol(self._rate, FRAME_MS)
-        self._ws: ClientConnection | None = None
-        self._closing = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -77,9 +75,9 @@ class PcmWsClient(DuplexClient):
         except TimeoutError:
             raise ConnectError(f"no hello_ack within {self.config.connect_timeout_s:g} s") from None
         except ConnectionClosed as exc:
-            raise ConnectError(f"connection closed during the hello: {_close_text(exc)}") from None
+            raise ConnectError(f"connection closed during the hello: {close_text(exc)}") from None
         self.bytes_sent += len(hello.encode())
-        self.bytes_received += _size(reply)
+        self.bytes_received += message_size(reply)
         if not isinstance(reply, str):
             raise ProtocolError("expected 'hello_ack', got a binary frame")
         self._proto.receive_hello_ack(reply)
@@ -90,54 +88,10 @@ class PcmWsClient(DuplexClient):
         try:
             await ws.send(data)
         except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {_close_text(exc)}") from None
+            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(data)
 
-    async def events(self) -> AsyncIterator[ClientEvent]:
-        ws = self._connected()
-        while True:
-            try:
-                message = await ws.recv()
-            except ConnectionClosed as exc:
-                if self._closing or (exc.rcvd is not None and exc.rcvd.code == 1000):
-                    return
-                lost = Disconnected(f"server closed the connection: {_close_text(exc)}")
-                yield ErrorEvent(lost, self.config.clock(), fatal=True)
-                return
-            arrival = self.config.clock()
-            self.bytes_received += _size(message)
-            try:
-                if isinstance(message, str):
-                    events = self._proto.receive_text(message, arrival)
-                else:
-                    events = self._proto.receive_binary(message, arrival)
-            except ProtocolError as exc:
-                yield ErrorEvent(exc, arrival, fatal=True)
-                return
-            for event in events:
-                yield event
-
-    async def aclose(self) -> None:
-        if self._ws is not None:
-            self._closing = True
-            await self._ws.close()
-
-    def _connected(self) -> ClientConnection:
-        if self._ws is None:
-            raise RuntimeError("PcmWsClient: call connect() first")
-        return self._ws
-
-    def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
-
-
-def _size(message: str | bytes) -> int:
-    return len(message.encode()) if isinstance(message, str) else len(message)
-
-
-def _close_text(exc: ConnectionClosed) -> str:
-    frame = exc.rcvd or exc.sent
-    if frame is None:
-        return "no close frame (connection lost)"
-    return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
+    def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
+        if isinstance(message, str):
+            return self._proto.receive_text(message, arrival)
+        return self._proto.receive_binary(message, arrival)
