@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -17,6 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.faults import Faults
+from clients.serveractions import Action, Close, Send, Stall
 
 __all__ = ["DelayedOutbox", "RunningServer", "serve_websockets"]
 
@@ -126,3 +127,30 @@ class DelayedOutbox:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+
+async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:
+    """Carry out a protocol object's actions; True once the connection is finished with
+    (closed, or stalled on purpose)."""
+    for action in actions:
+        if isinstance(action, Send):
+            await outbox.send(action.message)
+        elif isinstance(action, Close):
+            outbox.cancel()
+            await close_gracefully(ws, action.code, action.reason)
+            return True
+        elif isinstance(action, Stall):
+            outbox.cancel()
+            await ws.wait_closed()  # not reading: the client's frames back up unanswered
+            return True
+    return False
+
+
+async def close_gracefully(ws: ServerConnection, code: int, reason: str) -> None:
+    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
+    # reply, so keep reading (and discarding) until the close handshake is done.
+    closing = asyncio.create_task(ws.close(code, reason))
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+    await closing

@@ -32,6 +32,7 @@ from clients.behaviours import Behaviour
 from clients.faults import Faults
 from clients.gemini_live import events as wire
 from clients.gemini_live.errors import api_error, close_error, close_text
+from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
 
@@ -207,24 +208,6 @@ class ClientProtocol:
 
 # --- fake server ---------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Send:
-    message: bytes  # server frames are binary (UTF-8 JSON), as the real API sends them
-
-
-@dataclass(frozen=True)
-class Close:
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Stall:
-    """Send nothing more and stop reading, leaving the connection open."""
-
-
-Action = Send | Close | Stall
 
 CHUNK_S = 0.04  # model audio per serverContent message
 BURST_S = 1.0  # reply audio sent the moment a reply starts ...

@@ -8,7 +8,6 @@ attempts are let through the upgrade and closed that way once their setup arrive
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable
 
@@ -16,9 +15,9 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
 from clients.faults import Faults, Rejection
-from clients.gemini_live.protocol import PATHS, Action, Close, Send, ServerProtocol, Stall
+from clients.gemini_live.protocol import PATHS, ServerProtocol
 
 __all__ = ["start_server"]
 
@@ -47,10 +46,10 @@ async def start_server(
         try:
             with contextlib.suppress(ConnectionClosed):
                 assert ws.request is not None
-                if await _act(ws, outbox, protocol.open(ws.request.path, ws.request.headers)):
+                if await carry_out(ws, protocol.open(ws.request.path, ws.request.headers), outbox):
                     return
                 async for message in ws:
-                    if await _act(ws, outbox, protocol.receive(message)):
+                    if await carry_out(ws, protocol.receive(message), outbox):
                         return
         finally:
             outbox.cancel()
@@ -80,29 +79,3 @@ class _QuotaAdmission(Faults):
             return False
         self.quota_due -= 1
         return True
-
-
-async def _act(ws: ServerConnection, outbox: DelayedOutbox, actions: list[Action]) -> bool:
-    """Carry out ``actions``; True once the connection is finished (closed or stalled)."""
-    for action in actions:
-        if isinstance(action, Send):
-            await outbox.send(action.message)
-        elif isinstance(action, Close):
-            outbox.cancel()
-            await _close(ws, action)
-            return True
-        elif isinstance(action, Stall):
-            outbox.cancel()
-            await ws.wait_closed()  # not reading: the client's frames back up unanswered
-            return True
-    return False
-
-
-async def _close(ws: ServerConnection, action: Close) -> None:
-    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
-    # reply, so keep reading (and discarding) until the close handshake is done.
-    closing = asyncio.create_task(ws.close(action.code, action.reason))
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-    await closing

@@ -12,24 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
 from clients.faults import Faults
 from clients.moshi.protocol import (
     CHAT_PATH,
     FLAVOURS,
-    Action,
-    Close,
     Flavour,
-    Send,
     ServerProtocol,
-    Stall,
 )
 from simulator.core.errors import ConfigError
 
@@ -77,7 +73,7 @@ async def start_server(
                 async with lock or contextlib.nullcontext():
                     if handshake_delay_s > 0:
                         await asyncio.sleep(handshake_delay_s)
-                    if await _act(ws, protocol.open(), outbox):
+                    if not await carry_out(ws, protocol.open(), outbox):
                         await _converse(ws, protocol, outbox)
         finally:
             outbox.cancel()
@@ -98,31 +94,5 @@ def _flavour(flavour: str | Flavour) -> Flavour:
 
 async def _converse(ws: ServerConnection, protocol: ServerProtocol, outbox: DelayedOutbox) -> None:
     async for message in ws:
-        if not await _act(ws, protocol.receive(message), outbox):
+        if await carry_out(ws, protocol.receive(message), outbox):
             return
-
-
-async def _act(ws: ServerConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:
-    """Carry out the actions; False once the connection is closed or stalled."""
-    for action in actions:
-        if isinstance(action, Send):
-            await outbox.send(action.message)
-        elif isinstance(action, Close):
-            outbox.cancel()
-            await _close(ws, action)
-            return False
-        elif isinstance(action, Stall):
-            outbox.cancel()
-            await ws.wait_closed()  # not reading: the client's messages back up unanswered
-            return False
-    return True
-
-
-async def _close(ws: ServerConnection, action: Close) -> None:
-    # Unread messages can fill the receive buffer and pause reading, hiding the client's close
-    # reply, so keep reading (and discarding) until the close handshake is done.
-    closing = asyncio.create_task(ws.close(action.code, action.reason))
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-    await closing

@@ -9,7 +9,6 @@ An ``OpenAI-Beta`` header is let through and answered like the real server answe
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -22,9 +21,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer
+from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer, carry_out
 from clients.faults import Faults
-from clients.openai_realtime.server_protocol import Action, Close, Send, ServerProtocol, Stall
+from clients.openai_realtime.server_protocol import ServerProtocol
 
 __all__ = ["PATH", "start_server"]
 
@@ -86,14 +85,14 @@ async def start_server(
         outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
-                if await _carry_out(ws, protocol.opening(), outbox):
+                if await carry_out(ws, protocol.opening(), outbox):
                     return
                 async for message in ws:
                     if isinstance(message, str):
                         actions = protocol.receive_text(message)
                     else:
                         actions = protocol.receive_binary(message)
-                    if await _carry_out(ws, actions, outbox):
+                    if await carry_out(ws, actions, outbox):
                         return
         finally:
             outbox.cancel()
@@ -127,29 +126,3 @@ def _refuse(
     del response.headers["Content-Type"]
     response.headers["Content-Type"] = "application/json"
     return response
-
-
-async def _carry_out(ws: ServerConnection, actions: list[Action], outbox: DelayedOutbox) -> bool:
-    """Carry out ``actions``; True once the connection is finished with (closed or stalled)."""
-    for action in actions:
-        if isinstance(action, Send):
-            await outbox.send(action.message)
-        elif isinstance(action, Close):
-            outbox.cancel()
-            await _close(ws, action)
-            return True
-        elif isinstance(action, Stall):
-            outbox.cancel()
-            await ws.wait_closed()  # not reading: the client's frames back up unanswered
-            return True
-    return False
-
-
-async def _close(ws: ServerConnection, action: Close) -> None:
-    # keep reading (and discarding) until the close handshake is done: unread frames could pause
-    # reading and hide the client's close reply
-    closing = asyncio.create_task(ws.close(action.code, action.reason))
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-    await closing

@@ -22,7 +22,6 @@ import binascii
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from clients.behaviours.base import FloatArray
 from clients.faults import Faults
 from clients.openai_realtime import fake_session
 from clients.openai_realtime.events import BETA_ALIASES
+from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
@@ -39,25 +39,6 @@ __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "sch
 CHUNK_S = 0.1  # reply audio per output_audio.delta
 _GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
 _PING_EVERY_MS = 1000  # xai dialect only
-
-
-@dataclass(frozen=True)
-class Send:
-    message: str
-
-
-@dataclass(frozen=True)
-class Close:
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Stall:
-    """Send nothing more and stop reading, leaving the connection open."""
-
-
-Action = Send | Close | Stall
 
 
 def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:

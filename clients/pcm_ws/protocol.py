@@ -8,7 +8,6 @@ media-time faults, answering each client frame with ``Action``s for the I/O laye
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from numpy.typing import NDArray
@@ -25,6 +24,7 @@ from clients.base import (
 from clients.behaviours import Behaviour
 from clients.faults import Faults
 from clients.pcm_ws import events as wire
+from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.errors import (
     ConnectError,
     DuplexsimError,
@@ -114,25 +114,6 @@ def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
     if status == 429:
         return RateLimited(text, retry_after_s=retry_after(headers.get("Retry-After")))
     return ConnectError(text, retryable=status >= 500 or status == 408)
-
-
-@dataclass(frozen=True)
-class Send:
-    message: str | bytes
-
-
-@dataclass(frozen=True)
-class Close:
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Stall:
-    """Send nothing more and stop reading, leaving the connection open."""
-
-
-Action = Send | Close | Stall
 
 
 class ServerProtocol:

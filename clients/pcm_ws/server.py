@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 from collections.abc import Callable
@@ -11,9 +10,9 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
 from clients.faults import Faults
-from clients.pcm_ws.protocol import Close, Send, ServerProtocol, Stall
+from clients.pcm_ws.protocol import ServerProtocol
 
 __all__ = ["start_server"]
 
@@ -47,24 +46,5 @@ async def _converse(ws: ServerConnection, protocol: ServerProtocol, outbox: Dela
             actions = protocol.receive_text(message)
         else:
             actions = protocol.receive_binary(message)
-        for action in actions:
-            if isinstance(action, Send):
-                await outbox.send(action.message)
-            elif isinstance(action, Close):
-                outbox.cancel()
-                await _close(ws, action)
-                return
-            elif isinstance(action, Stall):
-                outbox.cancel()
-                await ws.wait_closed()  # not reading: the client's frames back up unanswered
-                return
-
-
-async def _close(ws: ServerConnection, action: Close) -> None:
-    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
-    # reply, so keep reading (and discarding) until the close handshake is done.
-    closing = asyncio.create_task(ws.close(action.code, action.reason))
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-    await closing
+        if await carry_out(ws, actions, outbox):
+            return
