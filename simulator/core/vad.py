@@ -74,8 +74,8 @@ def _to_vad_rate(samples: FloatArray, rate: int) -> FloatArray:
 
 def _classify(frames: FloatArray, cfg: VadConfig, vad: webrtcvad.Vad | None) -> BoolArray:
     """Speech flags for complete frames at VAD_RATE, shape (n, frame_len)."""
-    if frames.shape[0] == 0:
-        return np.zeros(0, dtype=bool)
+    if frames.shape[0] == 0 or not frames.any():  # digital silence: the common case, made cheap
+        return np.zeros(frames.shape[0], dtype=bool)
     rms = np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=1))
     loud = 20.0 * np.log10(np.maximum(rms, 1e-10)) > cfg.energy_dbfs
     if cfg.kind == "energy" or vad is None:
