@@ -10,11 +10,12 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator
 from typing import ClassVar
 
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.http11 import Response
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
-from simulator.core.errors import Disconnected, SessionError
+from simulator.core.errors import ConnectError, Disconnected, SessionError
 
 __all__ = ["WebSocketClient", "close_text", "message_size"]
 
@@ -32,11 +33,53 @@ def close_text(exc: ConnectionClosed) -> str:
 
 class WebSocketClient(DuplexClient):
     decode_text: ClassVar[bool | None] = None  # passed to recv(): None = text as str
+    max_message: ClassVar[int] = 2**22
+    close_timeout_s: ClassVar[float] = 2.0  # the session is over: a silent peer is not waited on
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
         self._ws: ClientConnection | None = None
         self._closing = False
+
+    def endpoint(self) -> str:
+        """The WebSocket URL to open."""
+        return self.config.url
+
+    def auth_headers(self) -> dict[str, str] | None:
+        """Headers carrying the key (the only place it ever goes)."""
+        key = self.config.api_key
+        return {"Authorization": f"Bearer {key}"} if key else None
+
+    @abstractmethod
+    def refused(self, response: Response) -> SessionError:
+        """The error for an HTTP refusal of the upgrade (auth, rate limit, server error)."""
+
+    @abstractmethod
+    async def handshake(self, ws: ClientConnection) -> None:
+        """The protocol's opening exchange, within ``config.connect_timeout_s``."""
+
+    async def connect(self) -> None:
+        url = self.endpoint()
+        try:
+            self._ws = await connect(
+                url,
+                compression=None,
+                open_timeout=self.config.connect_timeout_s,
+                close_timeout=self.close_timeout_s,
+                max_size=self.max_message,
+                max_queue=None,  # never push back on the server: that would skew arrival times
+                additional_headers=self.auth_headers(),
+            )
+        except InvalidStatus as exc:
+            raise self.refused(exc.response) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            reason = self._redact(str(exc) or type(exc).__name__)
+            raise ConnectError(f"cannot connect to {self._redact(url)}: {reason}") from None
+        try:
+            await self.handshake(self._ws)
+        except SessionError:
+            await self.aclose()
+            raise
 
     @abstractmethod
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:

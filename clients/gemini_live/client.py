@@ -11,8 +11,9 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.gemini_live.errors import handshake_error, redact_url
@@ -27,8 +28,6 @@ DEFAULT_URL = (
     "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 )
 FRAME_MS = 20  # 10-20 ms chunks are Google's "ultra-low latency" advice (ADK streaming guide)
-MAX_MESSAGE = 2**22
-CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
 class GeminiLiveClient(WebSocketClient):
@@ -53,35 +52,17 @@ class GeminiLiveClient(WebSocketClient):
             manual_commit=not auto,
         )
 
-    async def connect(self) -> None:
-        key = self.config.api_key
-        headers = {"x-goog-api-key": key} if key else None
-        try:
-            self._ws = await connect(
-                self.config.url or DEFAULT_URL,
-                compression=None,
-                open_timeout=self.config.connect_timeout_s,
-                close_timeout=CLOSE_TIMEOUT_S,
-                max_size=MAX_MESSAGE,
-                max_queue=None,  # never push back on the server: that would skew arrival times
-                additional_headers=headers,
-            )
-        except InvalidStatus as exc:
-            response = exc.response
-            raise handshake_error(
-                response.status_code, response.headers, bytes(response.body)
-            ) from None
-        except (OSError, TimeoutError, WebSocketException) as exc:
-            where = self._redact(self.config.url)
-            reason = self._redact(str(exc) or type(exc).__name__)
-            raise ConnectError(f"cannot connect to {where}: {reason}") from None
-        try:
-            await self._setup(self._ws)
-        except SessionError:
-            await self.aclose()
-            raise
+    def endpoint(self) -> str:
+        return self.config.url or DEFAULT_URL
 
-    async def _setup(self, ws: ClientConnection) -> None:
+    def auth_headers(self) -> dict[str, str] | None:
+        key = self.config.api_key  # the header the official SDK uses: never in the URL
+        return {"x-goog-api-key": key} if key else None
+
+    def refused(self, response: Response) -> SessionError:
+        return handshake_error(response.status_code, response.headers, bytes(response.body))
+
+    async def handshake(self, ws: ClientConnection) -> None:
         setup = self._proto.setup_message()
         try:
             await ws.send(setup)

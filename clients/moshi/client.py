@@ -21,8 +21,9 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
@@ -34,8 +35,6 @@ __all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
 
 FRAME_MS = FRAME * 1000 // RATE  # 80
 CODEC_DELAY_S = 2 * OPUS_DELAY_SAMPLES / RATE  # 0.013: Opus lookahead, client->server and back
-MAX_MESSAGE = 2**22
-CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
 class MoshiClient(WebSocketClient):
@@ -61,32 +60,17 @@ class MoshiClient(WebSocketClient):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "codec_delay_s": CODEC_DELAY_S}
 
-    async def connect(self) -> None:
-        key = self.config.api_key
-        headers = {"kyutai-api-key": key, "Authorization": f"Bearer {key}"} if key else None
-        try:
-            self._ws = await connect(
-                self._url,
-                compression=None,
-                open_timeout=self.config.connect_timeout_s,
-                close_timeout=CLOSE_TIMEOUT_S,
-                max_size=MAX_MESSAGE,
-                max_queue=None,  # never push back on the server: that would skew arrival times
-                additional_headers=headers,
-            )
-        except InvalidStatus as exc:
-            raise handshake_error(exc.response.status_code, exc.response.headers) from None
-        except (OSError, TimeoutError, WebSocketException) as exc:
-            where = self._redact(self.config.url)
-            reason = self._redact(str(exc) or type(exc).__name__)
-            raise ConnectError(f"cannot connect to {where}: {reason}") from None
-        try:
-            await self._handshake(self._ws)
-        except SessionError:
-            await self.aclose()
-            raise
+    def endpoint(self) -> str:
+        return self._url
 
-    async def _handshake(self, ws: ClientConnection) -> None:
+    def auth_headers(self) -> dict[str, str] | None:
+        key = self.config.api_key  # kyutai's moshi-server checks its own header
+        return {"kyutai-api-key": key, "Authorization": f"Bearer {key}"} if key else None
+
+    def refused(self, response: Response) -> SessionError:
+        return handshake_error(response.status_code, response.headers)
+
+    async def handshake(self, ws: ClientConnection) -> None:
         # PersonaPlex runs its system prompts first (seconds) and reads client messages while it
         # does, so nothing may be sent before the handshake
         timeout = self.config.connect_timeout_s

@@ -7,8 +7,9 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.openai_realtime import events as wire
@@ -20,11 +21,10 @@ from simulator.core.errors import ConnectError, Disconnected, ProtocolError, Ses
 __all__ = ["OpenAIRealtimeClient"]
 
 FRAME_MS = 20  # 960 bytes of PCM, 1.3 kB of JSON: small chunks keep server VAD responsive
-MAX_MESSAGE = 2**24  # a burst's delta is small, but a session.updated with tools can be large
-CLOSE_TIMEOUT_S = 2.0
 
 
 class OpenAIRealtimeClient(WebSocketClient):
+    max_message = 2**24  # a session.updated with tools can be large
     protocol = "openai-realtime"
 
     def __init__(self, config: ClientConfig) -> None:
@@ -56,32 +56,13 @@ class OpenAIRealtimeClient(WebSocketClient):
         """VAD marks with the server's audio positions, unknown event types, the session."""
         return self._proto
 
-    async def connect(self) -> None:
-        key = self.config.api_key
-        headers = {"Authorization": f"Bearer {key}"} if key else None
-        url = endpoint_url(self.config.url, self.config.model)
-        try:
-            self._ws = await connect(
-                url,
-                compression=None,
-                open_timeout=self.config.connect_timeout_s,
-                close_timeout=CLOSE_TIMEOUT_S,
-                max_size=MAX_MESSAGE,
-                max_queue=None,  # never push back on the server: that would skew arrival times
-                additional_headers=headers,
-            )
-        except InvalidStatus as exc:
-            raise handshake_error(exc.response.status_code, exc.response.headers) from None
-        except (OSError, TimeoutError, WebSocketException) as exc:
-            reason = self._redact(str(exc) or type(exc).__name__)
-            raise ConnectError(f"cannot connect to {self._redact(url)}: {reason}") from None
-        try:
-            await self._handshake(self._ws)
-        except SessionError:
-            await self.aclose()
-            raise
+    def endpoint(self) -> str:
+        return endpoint_url(self.config.url, self.config.model)
 
-    async def _handshake(self, ws: ClientConnection) -> None:
+    def refused(self, response: Response) -> SessionError:
+        return handshake_error(response.status_code, response.headers)
+
+    async def handshake(self, ws: ClientConnection) -> None:
         """session.created -> session.update -> session.updated, within connect_timeout_s."""
         timeout = self.config.connect_timeout_s
         try:

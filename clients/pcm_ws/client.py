@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.pcm_ws.protocol import ClientProtocol, handshake_error
@@ -17,8 +18,6 @@ from simulator.core.errors import ConnectError, Disconnected, ProtocolError, Ses
 __all__ = ["PcmWsClient"]
 
 FRAME_MS = 20
-MAX_MESSAGE = 2**22
-CLOSE_TIMEOUT_S = 2.0  # the session is over; a peer that never acks our close is not waited on
 
 
 class PcmWsClient(WebSocketClient):
@@ -41,32 +40,10 @@ class PcmWsClient(WebSocketClient):
             continuous_output=True,  # one output frame per input frame, silence included
         )
 
-    async def connect(self) -> None:
-        key = self.config.api_key
-        headers = {"Authorization": f"Bearer {key}"} if key else None
-        try:
-            self._ws = await connect(
-                self.config.url,
-                compression=None,
-                open_timeout=self.config.connect_timeout_s,
-                close_timeout=CLOSE_TIMEOUT_S,
-                max_size=MAX_MESSAGE,
-                max_queue=None,  # never push back on the server: that would skew arrival times
-                additional_headers=headers,
-            )
-        except InvalidStatus as exc:
-            raise handshake_error(exc.response.status_code, exc.response.headers) from None
-        except (OSError, TimeoutError, WebSocketException) as exc:
-            where = self._redact(self.config.url)
-            reason = self._redact(str(exc) or type(exc).__name__)
-            raise ConnectError(f"cannot connect to {where}: {reason}") from None
-        try:
-            await self._hello(self._ws)
-        except SessionError:
-            await self.aclose()
-            raise
+    def refused(self, response: Response) -> SessionError:
+        return handshake_error(response.status_code, response.headers)
 
-    async def _hello(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: ClientConnection) -> None:
         hello = self._proto.hello_message()
         try:
             await ws.send(hello)
