@@ -2,7 +2,7 @@
 
     python bench/service_overhead.py [--requests 500] [--clip-s 5] [--max-wait-ms 0] [--out FILE.json]
 
-A broker and one worker run as child processes (``python -m scoring.service``) on tcp loopback;
+A broker and one worker run as child processes (``duplexsim scoring broker|worker``) on tcp loopback;
 the worker serves a trivial scorer (returns zeros: no model time), so what is measured is the
 service path itself: encode, client DEALER -> broker ROUTER -> worker DEALER, decode, clip checks,
 batching, scoring thread hand-off, and the way back. Clips are ``--clip-s`` seconds of 16 kHz
@@ -183,7 +183,7 @@ def start_script(args: list[str]) -> subprocess.Popen[str]:
 
 def start(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "scoring.service", *args],
+        [sys.executable, "-m", "simulator", "scoring", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

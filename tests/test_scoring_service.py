@@ -140,7 +140,7 @@ def worker_process(
     endpoint: str, *, delay_s: float, max_batch: int = 8, max_wait_ms: float = 20
 ) -> Iterator[subprocess.Popen[bytes]]:
     cmd = [
-        sys.executable, "-m", "scoring.service", "worker",
+        sys.executable, "-m", "simulator", "scoring", "worker",
         "--connect", endpoint,
         "--scorer", "tiny",
         "--factory", "tests.test_scoring_service:tiny_factory",

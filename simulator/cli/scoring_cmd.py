@@ -12,7 +12,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scoring", help="run the scoring service: a broker and its workers")
     actions = p.add_subparsers(dest="scoring_command", metavar="ACTION", required=True)
 
-    serve = actions.add_parser("serve", help="run the broker (clients and workers connect to it)")
+    serve = actions.add_parser(
+        "serve", aliases=["broker"], help="run the broker (clients and workers connect to it)"
+    )
     serve.add_argument(
         "--bind",
         default="tcp://127.0.0.1:5555",
@@ -37,6 +39,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="requests waiting before new ones get a retryable busy",
     )
     serve.add_argument("--max-queued-mb", type=float, default=512.0)
+    serve.add_argument(
+        "--max-audio-s",
+        type=float,
+        default=40.0,
+        help="longest clip a request may carry (30 s are scored; the slack lets an "
+        "over-long clip get its own error)",
+    )
     serve.set_defaults(func=_serve)
 
     worker = actions.add_parser("worker", help="serve scorers to a broker")
@@ -55,7 +64,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     worker.add_argument("--max-batch", type=int, default=16)
     worker.add_argument("--max-wait-ms", type=float, default=5.0)
+    worker.add_argument(
+        "--capacity",
+        type=int,
+        help="requests the broker may hand this worker at once (default 2 x batch)",
+    )
+    worker.add_argument("--heartbeat-s", type=float, default=1.0)
     worker.add_argument("--server-key", type=Path, help="the broker's CURVE public key file")
+    worker.add_argument(
+        "--factory",
+        metavar="MODULE:CALLABLE",
+        help="build scorers with this instead of the registry (plugins, tests)",
+    )
     worker.set_defaults(func=_worker)
 
     keys = actions.add_parser("keys", help="write a CURVE key pair for the broker")
@@ -74,12 +94,13 @@ def _serve(args: argparse.Namespace) -> int:
         allow_insecure=args.insecure,
         queue_size=args.queue_size,
         max_queued_mb=args.max_queued_mb,
+        max_audio_s=args.max_audio_s,
     )
     return 0
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from scoring.service.cli import run_worker
+    from scoring.service.cli import load_factory, run_worker
 
     run_worker(
         args.connect,
@@ -88,7 +109,10 @@ def _worker(args: argparse.Namespace) -> int:
         model_path=args.model_path,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
+        capacity=args.capacity,
+        heartbeat_s=args.heartbeat_s,
         server_public_key=str(args.server_key) if args.server_key else None,
+        factory=load_factory(args.factory) if args.factory else None,
     )
     return 0
 
