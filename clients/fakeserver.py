@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.faults import Faults
-from clients.serveractions import Action, Close, Send, Stall
+from clients.serveractions import Action, Burst, Close, Send, Stall
 
 __all__ = ["DelayedOutbox", "RunningServer", "serve_websockets"]
 
@@ -135,6 +135,9 @@ async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: Del
     for action in actions:
         if isinstance(action, Send):
             await outbox.send(action.message)
+        elif isinstance(action, Burst):
+            for message in action.messages:
+                await outbox.send(message)
         elif isinstance(action, Close):
             outbox.cancel()
             await close_gracefully(ws, action.code, action.reason)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Action", "Close", "Send", "Stall"]
+__all__ = ["Action", "Burst", "Close", "Send", "Stall", "expand"]
 
 
 @dataclass(frozen=True)
@@ -23,4 +24,21 @@ class Stall:
     """Send nothing more and stop reading, leaving the connection open."""
 
 
-Action = Send | Close | Stall
+@dataclass(frozen=True)
+class Burst:
+    """Messages sent back to back, each built only when the one before it is out: the first
+    message of a long reply then leaves without waiting for the rest to be encoded."""
+
+    messages: Iterable[str | bytes]
+
+
+Action = Send | Close | Stall | Burst
+
+
+def expand(actions: Iterable[Action]) -> Iterator[Send | Close | Stall]:
+    """Actions with every burst spelled out as its sends (for inspection)."""
+    for action in actions:
+        if isinstance(action, Burst):
+            yield from (Send(m) for m in action.messages)
+        else:
+            yield action

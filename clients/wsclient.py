@@ -6,18 +6,21 @@ its protocol object stays sans-I/O.
 
 from __future__ import annotations
 
+import functools
 from abc import abstractmethod
-from collections.abc import AsyncIterator
-from typing import ClassVar
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar, cast
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.frames import DATA_OPCODES, Frame
 from websockets.http11 import Response
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
 from simulator.core.errors import ConnectError, Disconnected, SessionError
 
-__all__ = ["WebSocketClient", "close_text", "message_size"]
+__all__ = ["StampedConnection", "WebSocketClient", "close_text", "message_size"]
 
 
 def message_size(message: str | bytes) -> int:
@@ -29,6 +32,35 @@ def close_text(exc: ConnectionClosed) -> str:
     if frame is None:
         return "no close frame (connection lost)"
     return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
+
+
+class StampedConnection(ClientConnection):
+    """A connection that stamps each message with the time its last bytes were read.
+
+    One socket read can carry many messages (a burst of audio deltas); stamping each when the
+    receive loop gets to it would add the parsing of every earlier message to its arrival.
+    """
+
+    def __init__(self, *args: Any, clock: Callable[[], float], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clock = clock
+        self._read_at = 0.0
+        self.arrivals: deque[float] = deque()
+        self.last_arrival = 0.0  # when the message recv() last returned was read
+
+    def data_received(self, data: bytes) -> None:
+        self._read_at = self._clock()
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        super().process_event(event)
+        if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
+            self.arrivals.append(self._read_at)
+
+    async def recv(self, decode: bool | None = None) -> Any:
+        message = await super().recv(decode)
+        self.last_arrival = self.arrivals.popleft() if self.arrivals else self._clock()
+        return message
 
 
 class WebSocketClient(DuplexClient):
@@ -69,6 +101,11 @@ class WebSocketClient(DuplexClient):
                 max_size=self.max_message,
                 max_queue=None,  # never push back on the server: that would skew arrival times
                 additional_headers=self.auth_headers(),
+                # websockets calls this as a factory; typed as a class only
+                create_connection=cast(
+                    "type[ClientConnection]",
+                    functools.partial(StampedConnection, clock=self.config.clock),
+                ),
             )
         except InvalidStatus as exc:
             raise self.refused(exc.response) from None
@@ -101,7 +138,7 @@ class WebSocketClient(DuplexClient):
                 if error is not None:
                     yield ErrorEvent(error, self.config.clock(), fatal=True)
                 return
-            arrival = self.config.clock()
+            arrival = ws.last_arrival if isinstance(ws, StampedConnection) else self.config.clock()
             self.bytes_received += message_size(message)
             try:
                 events = self.parse(message, arrival)

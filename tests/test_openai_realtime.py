@@ -33,6 +33,7 @@ from clients.openai_realtime.protocol import (
 )
 from clients.openai_realtime.server import start_server
 from clients.openai_realtime.server_protocol import Close, Send, ServerProtocol, Stall
+from clients.serveractions import expand
 from simulator.core.audio import frame_signal
 from simulator.core.errors import (
     ConfigError,
@@ -343,7 +344,7 @@ def test_handshake_statuses_map_to_errors(
 
 
 def texts(actions: list[Any]) -> list[dict[str, Any]]:
-    return [json.loads(a.message) for a in actions if isinstance(a, Send)]
+    return [json.loads(a.message) for a in expand(actions) if isinstance(a, Send)]
 
 
 def fake(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from simulator.core.retry import RetryPolicy
-from simulator.core.timeline import OutputTrack, Schedule
+from simulator.core.timeline import OutputTrack, Schedule, inaudible
 from simulator.core.timing import measure_reply, send_stats, speech_end
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
 from simulator.runner import in_shard, parse_shard
@@ -171,3 +171,16 @@ def test_silence_never_holds_back_what_follows():
     assert after.start_s == 0.08
     audio = track.audio()
     assert audio[:60].sum() == 0 and audio[60:100].sum() == 40
+
+
+def test_codec_noise_floor_is_silence():
+    """Opus decodes digital silence to +-1 LSB: that must not chain chunks like speech."""
+    track = OutputTrack(rate=1000)
+    lsb = np.full(20, 1 / 32768, np.float32)
+    track.place(lsb, arrival_s=0.0)
+    late = track.place(-lsb, arrival_s=0.05)
+    assert late.silent and track.end_s == 0.0
+    assert track.place(lsb, arrival_s=0.041).start_s == 0.041
+    quiet = np.full(20, 10 ** (-69 / 20), np.float32)  # just above the floor: audible
+    assert not track.place(quiet, arrival_s=0.07).silent and track.end_s == 0.09
+    assert inaudible(np.zeros(0, np.float32))

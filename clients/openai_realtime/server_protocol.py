@@ -21,7 +21,7 @@ import base64
 import binascii
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from clients.behaviours.base import FloatArray
 from clients.faults import Faults
 from clients.openai_realtime import fake_session
 from clients.openai_realtime.events import BETA_ALIASES
-from clients.serveractions import Action, Close, Send, Stall
+from clients.serveractions import Action, Burst, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
@@ -270,24 +270,31 @@ class ServerProtocol:
             self._event("conversation.item.added", item=item),
             self._event("response.content_part.added", **ids, part={"type": "audio"}),
         ]
-        for i in range(0, len(pcm), step):
-            delta = base64.b64encode(pcm[i : i + step]).decode("ascii")
-            actions.append(self._event("response.output_audio.delta", **ids, delta=delta))
-            if i == 0:
-                actions.append(
-                    self._event("response.output_audio_transcript.delta", **ids, delta=said)
-                )
-        done_item = {**item, "status": "completed"}
-        actions += [
-            self._event("response.output_audio.done", **ids),
-            self._event("response.output_audio_transcript.done", **ids, transcript=said),
-            self._event("response.content_part.done", **ids, part={"type": "audio"}),
-            self._event(
-                "response.output_item.done", response_id=rid, output_index=0, item=done_item
-            ),
-            self._event("conversation.item.done", item=done_item),
-            self._response_done(rid, [done_item]),
-        ]
+
+        def rest() -> Iterator[str | bytes]:
+            for i in range(0, len(pcm), step):
+                delta = base64.b64encode(pcm[i : i + step]).decode("ascii")
+                yield self._event("response.output_audio.delta", **ids, delta=delta).message
+                if i == 0:
+                    transcript = self._event(
+                        "response.output_audio_transcript.delta", **ids, delta=said
+                    )
+                    yield transcript.message
+            done_item = {**item, "status": "completed"}
+            for send in (
+                self._event("response.output_audio.done", **ids),
+                self._event("response.output_audio_transcript.done", **ids, transcript=said),
+                self._event("response.content_part.done", **ids, part={"type": "audio"}),
+                self._event(
+                    "response.output_item.done", response_id=rid, output_index=0, item=done_item
+                ),
+                self._event("conversation.item.done", item=done_item),
+                self._response_done(rid, [done_item]),
+            ):
+                yield send.message
+
+        # the reply is encoded as it goes out, so its first delta does not wait for the rest
+        actions.append(Burst(rest()))
         return actions
 
     def _respond_empty(self) -> list[Action]:

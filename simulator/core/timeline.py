@@ -10,7 +10,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["OutputTrack", "Placement", "Schedule"]
+__all__ = ["SILENCE_PEAK", "OutputTrack", "Placement", "Schedule", "inaudible"]
+
+# A chunk whose peak stays below -70 dBFS (about 10 LSB of PCM16) is silence for placement: a lossy
+# codec never decodes digital silence to exact zeros (Opus leaves +-1 LSB), and that noise floor
+# must not chain a continuous stream's chunks together as if they were speech.
+SILENCE_PEAK = 10 ** (-70 / 20)
+
+
+def inaudible(samples: NDArray[np.float32]) -> bool:
+    return not samples.size or (
+        float(samples.max()) < SILENCE_PEAK and float(samples.min()) > -SILENCE_PEAK
+    )
 
 
 @dataclass(frozen=True)
@@ -32,7 +43,7 @@ class Placement:
     arrival_s: float  # when it arrived, relative to T0
     n_samples: int
     offset_s: float | None  # the position the server declared, if any
-    silent: bool = False  # all zeros: it never holds back what follows
+    silent: bool = False  # below SILENCE_PEAK: it never holds back what follows
 
     @property
     def queued_s(self) -> float:
@@ -43,7 +54,7 @@ class Placement:
 class OutputTrack:
     """The model's audio as a listener hears it: each chunk starts at
     max(arrival, end of the previous audible chunk), so bursts play back-to-back rather than
-    overlap. Silence never holds back what follows: a real-time stream that was late once
+    overlap. Silence (a chunk below ``SILENCE_PEAK``; it is not written) never holds back what follows: a real-time stream that was late once
     (one slow frame) is placed at its arrivals again from its next silent frame on, instead of
     carrying that delay to the model's onset."""
 
@@ -74,7 +85,7 @@ class OutputTrack:
         start = max(round(max(arrival_s, 0.0) * self.rate), self._audible_end)
         stop = start + samples.size
         self._grow(stop)
-        silent = not samples.any()
+        silent = inaudible(samples)
         if not silent:  # past the audible end the timeline is zeros already
             self._buf[start:stop] = samples
             self._audible_end = stop
