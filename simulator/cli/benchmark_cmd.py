@@ -1,20 +1,34 @@
-"""``duplexsim benchmark check``: validate a benchmark and summarise what it holds."""
+"""``duplexsim benchmark check``: validate a benchmark and summarise what it holds;
+``benchmark build``: build one from two-speaker calls; ``benchmark validate``: the mirroring
+validation analysis of calls (docs/benchmark-build.md)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import statistics
+import sys
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from simulator.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.emotions import EMOTIONS
+from simulator.core.errors import ConfigError
 from simulator.textable import render_table
+
+if TYPE_CHECKING:
+    from scoring.service.api import Scoring
+    from simulator.corpus import BuildOptions, BuildResult, Mirroring, ValidateOptions
 
 __all__ = ["register", "summarise"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    bench = sub.add_parser("benchmark", help="inspect benchmarks")
+    bench = sub.add_parser("benchmark", help="check, build and validate benchmarks")
     bench_sub = bench.add_subparsers(dest="benchmark_command", metavar="ACTION", required=True)
     check = bench_sub.add_parser(
         "check", help="validate a benchmark; print counts by emotion x language and durations"
@@ -26,6 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="read audio headers only instead of decoding every file",
     )
     check.set_defaults(func=_check)
+    _register_build(bench_sub)
+    _register_validate(bench_sub)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -79,3 +95,242 @@ def _durations(bench: Benchmark) -> str:
             ]
         )
     return render_table(["duration (s)", "min", "median", "mean", "max", "total min"], rows)
+
+
+# ------------------------------------------------------------------------- build and validate
+
+
+def _register_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "build",
+        help="build a MIRRORING-style benchmark from two-speaker call recordings",
+        description="Build a benchmark from two-speaker calls (docs/benchmark-build.md).",
+    )
+    p.add_argument("calls", nargs="+", metavar="CALLS", help="call listing (CSV or JSONL)")
+    p.add_argument("--out", required=True, type=Path, help="benchmark folder to write")
+    _add_turn_arguments(p, build=True)
+    g = p.add_argument_group("balancing")
+    g.add_argument("--cap-top", type=int, default=4, help="cap the N most frequent emotions (4)")
+    g.add_argument("--cap", type=int, default=150, help="samples kept per capped emotion (150)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the capping draw (0)")
+    o = p.add_argument_group("output")
+    o.add_argument("--audio-format", choices=("flac", "wav"), default="flac")
+    o.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+    o.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_scoring_arguments(p)
+    p.set_defaults(func=_build)
+
+
+def _register_validate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="share of adjacent turns with the same dominant emotion vs a permutation baseline",
+        description="The mirroring validation analysis (docs/benchmark-build.md).",
+    )
+    p.add_argument("calls", nargs="+", metavar="CALLS", help="call listing (CSV or JSONL)")
+    _add_turn_arguments(p, build=False)
+    g = p.add_argument_group("statistics")
+    g.add_argument("--permutations", type=int, default=1000, help="seeded shuffles (1000)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the shuffles (0)")
+    g.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers as JSON")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_scoring_arguments(p)
+    p.set_defaults(func=_validate)
+
+
+def _add_turn_arguments(p: argparse.ArgumentParser, *, build: bool) -> None:
+    g = p.add_argument_group("turns")
+    g.add_argument("--min-pause", type=float, default=0.5, help="bridge shorter pauses (0.5 s)")
+    g.add_argument("--min-turn", type=float, default=0.5, help="shortest turn (0.5 s)")
+    if build:
+        g.add_argument(
+            "--max-gap", type=float, default=5.0, help="reply starts within this of A's end (5 s)"
+        )
+        g.add_argument("--context", type=float, default=10.0, help="target context length (10 s)")
+        g.add_argument("--max-context", type=float, help="longest context (1.5 x --context)")
+        g.add_argument(
+            "--boundary-pause",
+            type=float,
+            default=0.3,
+            help="silence of both speakers that makes a pause boundary (0.3 s)",
+        )
+        g.add_argument(
+            "--lead", type=float, default=0.2, help="silence kept before the context (0.2 s)"
+        )
+    else:
+        g.add_argument(
+            "--max-gap",
+            type=float,
+            help="only replies starting 0..S after the turn (default: all adjacent pairs)",
+        )
+    g.add_argument(
+        "--max-clip", type=float, default=30.0, help="scored clips and references (30 s)"
+    )
+    g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
+    g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
+    g.add_argument(
+        "--length-tolerance",
+        type=float,
+        default=0.05,
+        help="two mono files of a call may differ this much in length (0.05 s)",
+    )
+
+
+def _add_scoring_arguments(p: argparse.ArgumentParser) -> None:
+    add_scorer_arguments(p)
+    p.add_argument(
+        "--factory",
+        metavar="MODULE:CALLABLE",
+        help="build scorers with this instead of the registry (plugins, tests)",
+    )
+
+
+def _options(args: argparse.Namespace, *, build: bool) -> BuildOptions | ValidateOptions:
+    from simulator.core.vad import VadConfig
+    from simulator.corpus import BuildOptions, ValidateOptions
+    from simulator.corpus.balance import BalanceConfig
+    from simulator.corpus.turns import TurnConfig
+
+    try:
+        vad = VadConfig(kind=args.vad, aggressiveness=args.vad_aggressiveness)
+        common: dict[str, Any] = {
+            "min_pause_s": args.min_pause,
+            "min_turn_s": args.min_turn,
+            "max_reference_s": args.max_clip,
+        }
+        if args.length_tolerance < 0:
+            raise ValueError("--length-tolerance must be >= 0")
+        if not build:
+            return ValidateOptions(
+                turns=TurnConfig(**common),
+                vad=vad,
+                max_gap_s=args.max_gap,
+                permutations=args.permutations,
+                seed=args.seed,
+                length_tolerance_s=args.length_tolerance,
+            )
+        turns = TurnConfig(
+            **common,
+            max_gap_s=args.max_gap,
+            context_s=args.context,
+            max_context_s=args.max_context,
+            boundary_pause_s=args.boundary_pause,
+            lead_s=args.lead,
+        )
+        return BuildOptions(
+            turns=turns,
+            balance=BalanceConfig(top=args.cap_top, cap=args.cap, seed=args.seed),
+            vad=vad,
+            audio_format=args.audio_format,
+            length_tolerance_s=args.length_tolerance,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _open_scoring(args: argparse.Namespace) -> Scoring:
+    from scoring.service.api import open_scoring
+    from scoring.service.cli import load_factory
+
+    return open_scoring(
+        args.endpoint,
+        server_public_key=str(args.server_key) if args.server_key else None,
+        device=args.device,
+        model_path=args.model_path,
+        factory=load_factory(args.factory) if args.factory else None,
+    )
+
+
+def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
+    if args.quiet:
+        return None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from simulator.corpus import BuildOptions, build_benchmark
+    from simulator.corpus.report import steps_table
+
+    opts = _options(args, build=True)
+    assert isinstance(opts, BuildOptions)
+    scorer = resolve_scorer_name(args)
+
+    async def go() -> BuildResult:
+        scoring = _open_scoring(args)
+        try:
+            return await build_benchmark(
+                args.calls,
+                args.out,
+                scoring,
+                scorer,
+                opts,
+                overwrite=args.overwrite,
+                progress=_progress(args),
+            )
+        finally:
+            await scoring.aclose()
+
+    result = asyncio.run(go())
+    report, t = result.report, result.timings
+    print(
+        f"{result.out}: {result.samples} samples from {report['calls']} calls "
+        f"({report['audio_hours']:.2f} h of audio), scorer {scorer}, seed {report['seed']}"
+    )
+    print()
+    print(steps_table(report))
+    print(
+        f"\ntime: {t.total_s:.1f} s (decoding {t.decode_s:.1f} s, VAD and turns "
+        f"{t.turns_s:.1f} s, scoring {t.score_s:.1f} s, writing {t.write_s:.1f} s)"
+    )
+    print(f"report: {result.out / 'build-report.md'}")
+    if not result.samples:
+        print("duplexsim: no pair survived the build; see the report", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from simulator.corpus import ValidateOptions, validate_calls
+
+    opts = _options(args, build=False)
+    assert isinstance(opts, ValidateOptions)
+    scorer = resolve_scorer_name(args)
+
+    async def go() -> Mirroring:
+        scoring = _open_scoring(args)
+        try:
+            return await validate_calls(args.calls, scoring, scorer, opts, progress=_progress(args))
+        finally:
+            await scoring.aclose()
+
+    result = asyncio.run(go())
+    print(_validation_text(result, scorer))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        data = {"scorer": scorer, **result.to_dict()}
+        args.json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _validation_text(m: Mirroring, scorer: str) -> str:
+    gap = f"; {m.excluded} left out: a turn could not be scored" if m.excluded else ""
+    lines = [f"{m.calls} calls, {m.pairs} adjacent turn pairs{gap}; scorer {scorer}"]
+    if not m.n:
+        return "\n".join([*lines, "no pair with both turns scored"])
+    lines += [
+        f"same dominant emotion:  {100 * m.observed:.1f}% ({m.same} of {m.n})",
+        f"permutation baseline:   {100 * m.baseline:.1f}% (mean of {m.permutations} seeded "
+        f"shuffles, seed {m.seed}; exact expectation {100 * m.expected:.2f}%)",
+        f"lift:                   {100 * (m.observed - m.baseline):+.1f} pp",
+        f"p-value:                {m.p_value:.4g} = (1 + #shuffles >= observed) / "
+        f"(1 + {m.permutations})",
+        "",
+        render_table(
+            ["language", "pairs", "same", "observed %", "expected %"],
+            [
+                [lang, g["n"], g["same"], 100 * g["observed"], 100 * g["expected"]]
+                for lang, g in m.per_language.items()
+            ],
+        ),
+    ]
+    return "\n".join(lines)

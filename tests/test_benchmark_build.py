@@ -1,0 +1,573 @@
+"""``duplexsim benchmark build`` and ``benchmark validate`` on synthetic two-speaker calls.
+
+Every call is made here with known turns: speech-like harmonic signals whose fundamental encodes
+the turn's emotion, and a test scorer (``tone``) that reads the emotion back from the dominant
+frequency, so nothing depends on a real scorer's judgement of synthetic audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+from numpy.typing import NDArray
+
+from scoring.metrics import shuffled_match_counts
+from scoring.models.base import EmotionModel
+from scoring.service.local import LocalScoring
+from simulator.cli import main
+from simulator.core.benchmark import load_benchmark
+from simulator.core.emotions import EMOTION_NAMES, HEAD_NAMES
+from simulator.core.errors import ConfigError
+from simulator.core.vad import Segment
+from simulator.corpus import BuildOptions, ValidateOptions, build_benchmark, validate_calls
+from simulator.corpus.balance import BalanceConfig, balance, rank_emotions
+from simulator.corpus.turns import (
+    Pair,
+    TurnConfig,
+    candidate_pairs,
+    context_start,
+    merge_turns,
+)
+from simulator.corpus.validate import mirroring_statistics
+from simulator.store import read_results
+from tests.conftest import voiced_signal
+
+RATE = 16000
+F0 = {e: 110.0 + 20.0 * i for i, e in enumerate(EMOTION_NAMES)}  # 110 .. 330 Hz
+UNSCORABLE_F0 = 420.0  # the tone scorer returns NaN for this one
+FACTORY = ["--scorer", "tone", "--factory", "tests.test_benchmark_build:tone_factory"]
+FAST_RUN = ["--hangover", "0.5", "--reply-timeout", "2", "--max-reply", "3", "--quiet"]
+
+
+# ------------------------------------------------------------------------- the test scorer
+
+
+class ToneScorer(EmotionModel):
+    """The emotion whose F0 is nearest the clip's dominant frequency scores 1, the rest 0.1."""
+
+    name = "tone"
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return (*HEAD_NAMES, "Extra_Dimension")
+
+    def score(self, clips: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:
+        rows = []
+        for clip in clips:
+            spectrum = np.abs(np.fft.rfft(clip))
+            peak = np.fft.rfftfreq(len(clip), 1 / RATE)[int(np.argmax(spectrum))]
+            row = np.full(len(HEAD_NAMES) + 1, 0.1, dtype=np.float32)
+            if abs(peak - UNSCORABLE_F0) < 10:
+                row[:] = np.nan
+            else:
+                row[int(np.argmin([abs(peak - f) for f in F0.values()]))] = 1.0
+            rows.append(row)
+        return np.asarray(rows, dtype=np.float32)
+
+
+def tone_factory(name: str) -> EmotionModel:
+    """``--factory tests.test_benchmark_build:tone_factory --scorer tone``."""
+    if name == "tone":
+        return ToneScorer()
+    raise ConfigError(f"unknown test scorer {name!r}")
+
+
+# ------------------------------------------------------------------------- synthetic calls
+
+# (speaker, start s, end s, emotion or an F0 in Hz)
+CALL = [
+    (0, 0.5, 2.0, "Anger"),
+    (1, 1.0, 1.6, "Pride"),  # a backchannel inside speaker 0's turn: no turn, no split
+    (1, 2.6, 4.0, "Anger"),  # reply to turn 0 after 0.6 s, same emotion: kept
+    (0, 4.8, 6.0, "Sadness"),  # Anger -> Sadness: dropped, emotions differ
+    (1, 6.5, 8.0, "Sadness"),  # kept
+    (0, 14.0, 15.0, "Pride"),  # 6 s after the last turn: gap too long
+    (1, 14.5, 16.0, "Pride"),  # starts inside the previous turn: overlap, not a candidate
+    (0, 16.5, 17.5, "Pride"),  # kept: a reply to speaker 1's turn
+]
+CALL_S = 19.0
+
+
+def call_audio(turns: Sequence[tuple[int, float, float, str | float]], seconds: float):
+    x = np.zeros((2, round(seconds * RATE)), dtype=np.float32)
+    for speaker, start, end, what in turns:
+        f0 = what if isinstance(what, float) else F0[what]
+        lo = round(start * RATE)
+        x[speaker, lo : lo + round((end - start) * RATE)] = voiced_signal(end - start, f0=f0)
+    return x
+
+
+def write_call(folder: Path, call_id: str, audio: np.ndarray, *, stereo: bool) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    if stereo:
+        sf.write(folder / f"{call_id}.wav", audio.T, RATE, subtype="PCM_16")
+        return {"audio": f"{call_id}.wav"}
+    sf.write(folder / f"{call_id}.a.wav", audio[0], RATE, subtype="PCM_16")
+    sf.write(folder / f"{call_id}.b.wav", audio[1], RATE, subtype="PCM_16")
+    return {"a": f"{call_id}.a.wav", "b": f"{call_id}.b.wav"}
+
+
+def write_listing(path: Path, rows: Sequence[dict[str, str]]) -> Path:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    else:
+        columns = list(rows[0])
+        lines = [",".join(columns), *(",".join(r[c] for c in columns) for r in rows)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def alternating(emotions: Sequence[str], *, turn_s: float = 0.8, gap_s: float = 0.6):
+    """Turns of alternating speakers, one per emotion, ``gap_s`` apart; and the call's length."""
+    turns, t = [], 0.5
+    for k, emotion in enumerate(emotions):
+        turns.append((k % 2, t, t + turn_s, emotion))
+        t += turn_s + gap_s
+    return turns, t + 0.5
+
+
+async def build(listing: Path, out: Path, **kw) -> object:
+    opts = BuildOptions(
+        turns=TurnConfig(context_s=kw.pop("context_s", 3.0)),
+        balance=BalanceConfig(**kw),
+        audio_format="wav",
+    )
+    async with LocalScoring(tone_factory) as scoring:
+        return await build_benchmark([listing], out, scoring, "tone", opts)
+
+
+def manifest(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+# ------------------------------------------------------------------------- pure parts
+
+
+def test_turns_merge_and_backchannels():
+    seg = Segment
+    turns, backchannels = merge_turns(
+        (
+            [seg(0.0, 2.0), seg(2.6, 3.0), seg(6.0, 7.0)],
+            [seg(0.5, 1.0), seg(3.5, 5.0), seg(6.5, 8.0)],
+        )
+    )
+    # 0.5-1.0 lies inside speaker 0's 0.0-2.0: a backchannel, so 0.0-2.0 and 2.6-3.0 are one turn
+    assert backchannels == 1
+    assert [(t.speaker, t.start_s, t.end_s) for t in turns] == [
+        (0, 0.0, 3.0),
+        (1, 3.5, 5.0),
+        (0, 6.0, 7.0),
+        (1, 6.5, 8.0),
+    ]
+    pairs, overlapping, too_far = candidate_pairs(turns, max_gap_s=0.5)
+    assert [(p.a.index, p.b.index) for p in pairs] == [(0, 1)]  # gap 0.5: the limit is inclusive
+    assert (overlapping, too_far) == (1, 1)  # 6.5 starts before 7.0 ends; 6.0 is 1 s after 5.0
+    assert Pair(turns[0], turns[1]).gap_s == pytest.approx(0.5)
+
+
+def test_context_start_is_the_pause_boundary_closest_to_the_target():
+    points = (0.0, 0.3, 2.4, 4.6, 6.3)
+    assert context_start(6.0, points, TurnConfig(context_s=3.0)) == 2.4  # 3.6 s beats 1.4 s
+    assert context_start(6.0, points, TurnConfig(context_s=10.0)) == 0.0  # the longest, 6 s
+    # equally far from the target: the shorter context wins
+    assert context_start(10.0, (6.5, 7.5), TurnConfig(context_s=3.0)) == 7.5
+    # nothing further back than max_context_s (default 1.5 x context_s = 4.5 s)
+    assert context_start(20.0, (0.0, 18.0), TurnConfig(context_s=3.0)) == 18.0
+    assert context_start(10.0, (0.0,), TurnConfig(context_s=3.0)) is None
+    assert context_start(10.0, (0.0,), TurnConfig(context_s=3.0, max_context_s=10.0)) == 0.0
+    with pytest.raises(ValueError, match="lead_s"):
+        TurnConfig(lead_s=0.5, boundary_pause_s=0.3)
+
+
+def test_balancing_caps_exactly_and_is_seeded():
+    emotions = ["Anger"] * 7 + ["Sadness"] * 5 + ["Pride"] * 5 + ["Amusement"] * 2 + ["Elation"]
+    # Sadness and Pride tie at 5: the canonical order (Pride before Sadness) breaks it
+    assert [e for e, _ in rank_emotions(emotions)][:3] == ["Anger", "Pride", "Sadness"]
+    cfg = BalanceConfig(top=2, cap=3, seed=0)
+    result = balance(emotions, cfg)
+    kept = [emotions[i] for i in result.kept]
+    assert {e: kept.count(e) for e in set(kept)} == {
+        "Anger": 3,
+        "Pride": 3,
+        "Sadness": 5,
+        "Amusement": 2,
+        "Elation": 1,
+    }
+    assert result.capped == {"Anger": (7, 3), "Pride": (5, 3)}
+    assert result.dropped == 6
+    assert list(result.kept) == sorted(result.kept)
+    assert balance(emotions, cfg) == result
+    others = {balance(emotions, BalanceConfig(top=2, cap=3, seed=s)).kept for s in range(1, 6)}
+    assert others - {result.kept}  # another seed draws another subset
+    assert balance(emotions, BalanceConfig(top=4, cap=150)).kept == tuple(range(len(emotions)))
+
+
+def test_mirroring_statistics_exact():
+    first = ["Anger", "Sadness"] * 10
+    second = ["Anger", "Sadness"] * 9 + ["Sadness", "Anger"]
+    m = mirroring_statistics(first, second, ["en"] * 20, permutations=1000, seed=3)
+    assert (m.n, m.same, m.observed) == (20, 18, 0.9)
+    codes = lambda xs: np.array([EMOTION_NAMES.index(x) for x in xs])  # noqa: E731
+    counts = shuffled_match_counts(codes(second), codes(first), 1000, np.random.default_rng(3))
+    assert m.baseline == counts.mean() / 20
+    assert m.p_value == (1 + np.count_nonzero(counts >= 18)) / 1001
+    assert m.expected == 0.5 and abs(m.baseline - 0.5) < 0.01
+    assert m == mirroring_statistics(first, second, ["en"] * 20, permutations=1000, seed=3)
+    everything = mirroring_statistics(["Anger"] * 5, ["Anger"] * 5, ["en"] * 5)
+    assert everything.p_value == 1.0  # every shuffle matches as well as the observed pairs
+
+
+# ------------------------------------------------------------------------- building
+
+
+@pytest.mark.parametrize("stereo", [True, False], ids=["stereo", "two-mono"])
+def test_build_finds_the_pairs_and_cuts_contexts_at_pauses(tmp_path, stereo):
+    row = {"id": "call1", "language": "en"} | write_call(
+        tmp_path / "calls", "call1", call_audio(CALL, CALL_S), stereo=stereo
+    )
+    listing = write_listing(tmp_path / "calls" / ("calls.csv" if stereo else "calls.jsonl"), [row])
+    result = asyncio.run(build(listing, tmp_path / "out"))
+    out = tmp_path / "out"
+    lines = manifest(out)
+    assert [(s["id"], s["emotion"]) for s in lines] == [
+        ("call1-0000", "Anger"),
+        ("call1-0002", "Sadness"),
+        ("call1-0005", "Pride"),
+    ]
+    # (A's turn, B's turn, context start): the start is `lead` (0.2 s) before speech resumes
+    # after a pause, the boundary whose context is closest to 3 s and at most 4.5 s long
+    expected = [
+        ((0.5, 2.0), (2.6, 4.0), 0.0),
+        ((4.8, 6.0), (6.5, 8.0), 2.4),
+        ((14.5, 16.0), (16.5, 17.5), 13.8),
+    ]
+    bench = load_benchmark(out)
+    for sample, line, (a, b, start) in zip(bench, lines, expected, strict=True):
+        assert line["meta"]["a_turn_s"] == pytest.approx(a, abs=0.02)
+        assert line["meta"]["b_turn_s"] == pytest.approx(b, abs=0.02)
+        assert line["meta"]["context_start_s"] == pytest.approx(start, abs=0.02)
+        assert sample.gap_s == pytest.approx(b[0] - a[1], abs=0.02)
+        assert sample.context_turn_start_s == pytest.approx(a[0] - start, abs=0.02)
+        assert sample.source_id == "call1"
+        assert sample.context_duration_s == pytest.approx(a[1] - start, abs=0.02)
+        assert sample.reference_duration_s == pytest.approx(b[1] - b[0], abs=0.02)
+        scores = sample.reference_scores["tone"]
+        assert list(scores) == list(EMOTION_NAMES) and scores[sample.emotion] == 1.0
+        context, _ = sf.read(sample.context, dtype="float32")
+        loud = np.flatnonzero(np.abs(context) > 0.01)
+        # silence at the start boundary, speech up to the very end of A's turn
+        assert np.abs(context[: round(0.2 * RATE)]).max() == 0.0
+        assert loud[0] / RATE == pytest.approx(max(start + 0.2, 0.5) - start, abs=0.02)
+        assert loud[-1] / RATE == pytest.approx(len(context) / RATE, abs=0.02)
+    # each context is both channels summed, as a listener hears the call (the middle one holds
+    # speaker 1's turn 2.6-4.0 too)
+    audio = call_audio(CALL, CALL_S)
+    for sample, line in zip(bench, lines, strict=True):
+        context, _ = sf.read(sample.context, dtype="float32")
+        lo = round(line["meta"]["context_start_s"] * RATE)
+        mixed = audio[0, lo : lo + len(context)] + audio[1, lo : lo + len(context)]
+        assert np.abs(context - mixed).max() < 1e-4
+    assert result.report["steps"] == {
+        "adjacent_pairs": 6,
+        "dropped_overlapping": 1,
+        "dropped_gap_too_long": 1,
+        "candidate_pairs": 4,
+        "dropped_no_pause_boundary": 0,
+        "dropped_unscored": 0,
+        "dropped_emotions_differ": 1,
+        "same_emotion": 3,
+        "dropped_balancing": 0,
+        "kept": 3,
+    }
+    assert result.report["turns"]["backchannels_dropped"] == 1
+    assert result.report["counts"] == {"Anger": {"en": 1}, "Sadness": {"en": 1}, "Pride": {"en": 1}}
+    assert "| kept (samples) | 3 |" in (out / "build-report.md").read_text()
+
+
+def test_stereo_and_two_mono_files_give_the_same_benchmark(tmp_path):
+    audio = call_audio(CALL, CALL_S)
+    outs = []
+    for stereo in (True, False):
+        folder = tmp_path / ("stereo" if stereo else "mono")
+        row = {"id": "call1", "language": "en"} | write_call(folder, "call1", audio, stereo=stereo)
+        asyncio.run(build(write_listing(folder / "calls.csv", [row]), folder / "out"))
+        outs.append(folder / "out")
+    assert (outs[0] / "manifest.jsonl").read_bytes() == (outs[1] / "manifest.jsonl").read_bytes()
+    assert {k: v for k, v in digest(outs[0]).items() if k.startswith("audio")} == {
+        k: v for k, v in digest(outs[1]).items() if k.startswith("audio")
+    }
+    # any sample rate: a 44.1 kHz recording gives the same pairs (resampled to 16 kHz)
+    folder = tmp_path / "44k"
+    folder.mkdir()
+    sf.write(folder / "call1.wav", soxr.resample(audio.T, RATE, 44100), 44100, subtype="PCM_16")
+    row = {"id": "call1", "language": "en", "audio": "call1.wav"}
+    asyncio.run(build(write_listing(folder / "calls.csv", [row]), folder / "out"))
+    times = [(x["id"], x["gap_s"], x["meta"]) for x in manifest(folder / "out")]
+    assert times == [(x["id"], x["gap_s"], x["meta"]) for x in manifest(outs[0])]
+
+
+def test_unscored_turns_drop_their_pairs(tmp_path):
+    turns = [
+        (0, 0.5, 1.5, "Anger"),
+        (1, 2.0, 3.0, UNSCORABLE_F0),
+        (0, 3.5, 4.5, "Anger"),
+        (1, 5.0, 6.0, "Anger"),
+    ]
+    row = {"id": "c", "language": "it"} | write_call(
+        tmp_path, "c", call_audio(turns, 6.5), stereo=True
+    )
+    result = asyncio.run(build(write_listing(tmp_path / "calls.csv", [row]), tmp_path / "out"))
+    steps = result.report["steps"]
+    assert (steps["candidate_pairs"], steps["dropped_unscored"], steps["kept"]) == (3, 2, 1)
+    assert list(result.report["unscored_turns"]) == ["c/turn-0001"]
+
+
+def corpus(root: Path) -> Path:
+    """Two calls: 9 Anger pairs in English; 5 Sadness pairs and a Sadness/Pride one in Hindi."""
+    anger, _ = alternating(["Anger"] * 10)
+    sad, sad_s = alternating(["Sadness"] * 6 + ["Pride"])
+    anger_s = alternating(["Anger"] * 10)[1]
+    rows = [
+        {"id": "en1", "language": "en"}
+        | write_call(root, "en1", call_audio(anger, anger_s), stereo=True),
+        {"id": "hi1", "language": "hi"}
+        | write_call(root, "hi1", call_audio(sad, sad_s), stereo=True),
+    ]
+    return write_listing(root / "calls.csv", rows)
+
+
+def test_same_seed_same_benchmark_and_it_runs(tmp_path, capsys):
+    listing = corpus(tmp_path / "calls")
+    args = ["--context", "2", "--cap-top", "1", "--cap", "4", "--audio-format", "wav", "--quiet"]
+    outs = {}
+    for name, seed in (("a", "0"), ("b", "0"), ("c", "1")):
+        out = tmp_path / name
+        code = main(
+            ["benchmark", "build", str(listing), "--out", str(out), "--seed", seed, *args, *FACTORY]
+        )
+        assert code == 0
+        outs[name] = out
+    printed = capsys.readouterr().out
+    assert "9 samples from 2 calls" in printed and "kept (samples)" in printed
+    assert digest(outs["a"]) == digest(outs["b"])  # byte for byte: manifest, reports, audio
+    ids = {name: [s["id"] for s in manifest(out)] for name, out in outs.items()}
+    assert sum(i.startswith("en1") for i in ids["a"]) == 4  # Anger capped at 4 of 9
+    assert sum(i.startswith("hi1") for i in ids["a"]) == 5  # Sadness is not among the top 1
+    assert ids["a"] != ids["c"]  # another seed, another draw
+    report = json.loads((outs["a"] / "build-report.json").read_text())
+    assert report["balancing"]["capped"] == {"Anger": {"before": 9, "kept": 4}}
+    assert report["counts"] == {"Anger": {"en": 4, "hi": 0}, "Sadness": {"en": 0, "hi": 5}}
+    steps = report["steps"]
+    assert (steps["candidate_pairs"], steps["dropped_emotions_differ"]) == (15, 1)
+    assert (steps["same_emotion"], steps["dropped_balancing"], steps["kept"]) == (14, 5, 9)
+    code = main(
+        [
+            "run",
+            "--model",
+            "fake:echo",
+            "--benchmark",
+            str(outs["a"]),
+            "--run-id",
+            "r1",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--concurrency",
+            "9",
+            *FAST_RUN,
+        ]
+    )
+    assert code == 0, capsys.readouterr()
+    _, rows = read_results(tmp_path / "runs" / "r1")
+    assert len(rows) == 9 and all(r.status == "ok" for r in rows), rows
+    assert all(r.latency_s is not None for r in rows)  # the echo model answered every context
+
+
+def test_existing_output_is_not_overwritten_without_asking(tmp_path, capsys):
+    listing = corpus(tmp_path / "calls")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code = main(["benchmark", "build", str(listing), "--out", str(out), "--quiet", *FACTORY])
+    assert code == 2
+    assert "not empty (use --overwrite" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text() == "mine"
+    code = main(
+        [
+            "benchmark",
+            "build",
+            str(listing),
+            "--out",
+            str(out),
+            "--quiet",
+            "--overwrite",
+            "--context",
+            "2",
+            *FACTORY,
+        ]
+    )
+    assert code == 0
+    assert not (out / "keep.txt").exists() and (out / "manifest.jsonl").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+# ------------------------------------------------------------------------- validation
+
+
+def test_validate_counts_adjacent_pairs_and_is_seeded(tmp_path, capsys):
+    emotions_en = ["Anger", "Anger", "Sadness", "Sadness", "Pride", "Anger", "Anger", "Pride"]
+    emotions_hi = ["Elation", "Elation", "Confusion", "Elation"]
+    rows = []
+    for call_id, lang, emotions in (("v1", "en", emotions_en), ("v2", "hi", emotions_hi)):
+        turns, seconds = alternating(emotions)
+        rows.append(
+            {"id": call_id, "language": lang}
+            | write_call(tmp_path, call_id, call_audio(turns, seconds), stereo=False)
+        )
+    listing = write_listing(tmp_path / "calls.jsonl", rows)
+    first = emotions_en[:-1] + emotions_hi[:-1]
+    second = emotions_en[1:] + emotions_hi[1:]
+    same = sum(a == b for a, b in zip(first, second, strict=True))
+    assert same == 4
+
+    async def run(seed: int):
+        async with LocalScoring(tone_factory) as scoring:
+            return await validate_calls([listing], scoring, "tone", ValidateOptions(seed=seed))
+
+    m = asyncio.run(run(7))
+    assert (m.calls, m.pairs, m.n, m.same, m.excluded) == (2, 10, 10, 4, 0)
+    assert m.observed == 0.4
+    langs = ["en"] * 7 + ["hi"] * 3
+    pure = mirroring_statistics(first, second, langs, permutations=1000, seed=7)
+    assert (m.baseline, m.p_value, m.expected) == (pure.baseline, pure.p_value, pure.expected)
+    assert m.per_language == pure.per_language
+    assert m.per_language["en"]["same"] == 3 and m.per_language["hi"]["same"] == 1
+
+    out = tmp_path / "v.json"
+    code = main(
+        [
+            "benchmark",
+            "validate",
+            str(listing),
+            "--seed",
+            "7",
+            "--json",
+            str(out),
+            "--quiet",
+            *FACTORY,
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "same dominant emotion:  40.0% (4 of 10)" in text
+    data = json.loads(out.read_text())
+    assert data["observed"] == 0.4 and data["baseline"] == pure.baseline
+    assert data["p_value"] == pure.p_value and data["permutations"] == 1000
+
+    gap_limited = asyncio.run(_validate(listing, ValidateOptions(seed=7, max_gap_s=0.5)))
+    assert gap_limited.pairs == 0  # every reply starts 0.6 s after the turn
+
+
+async def _validate(listing: Path, opts: ValidateOptions):
+    async with LocalScoring(tone_factory) as scoring:
+        return await validate_calls([listing], scoring, "tone", opts)
+
+
+# ------------------------------------------------------------------------- bad input
+
+
+def _stereo(path: Path, seconds: float = 2.0) -> None:
+    sf.write(path, np.zeros((round(seconds * RATE), 2), np.float32), RATE, subtype="PCM_16")
+
+
+def _mono(path: Path, seconds: float = 2.0) -> None:
+    sf.write(path, voiced_signal(seconds), RATE, subtype="PCM_16")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        (
+            "calls.csv",
+            "id,language,audio\nc1,en,mono.wav\n",
+            "calls.csv:2: field 'audio': mono.wav: expected 2 channels (one speaker each), "
+            "got a mono file",
+        ),
+        (
+            "calls.csv",
+            "id,language,a,b\nc1,en,mono.wav,short.wav\n",
+            "calls.csv:2: field 'b': short.wav is 1.500 s long but mono.wav is 2.000 s",
+        ),
+        (
+            "calls.csv",
+            "id,language,a,b\nc1,en,stereo.wav,mono.wav\n",
+            "calls.csv:2: field 'a': stereo.wav: expected a mono file, got 2 channels",
+        ),
+        (
+            "calls.csv",
+            "id,language,audio\nc1,english,stereo.wav\n",
+            "calls.csv:2: field 'language': invalid value 'english' (expected an ISO 639 code",
+        ),
+        (
+            "calls.csv",
+            "id,lang,audio\nc1,en,stereo.wav\n",
+            "calls.csv:1: field 'lang': unknown column (did you mean 'language'?)",
+        ),
+        (
+            "calls.csv",
+            "id,audio\nc1,stereo.wav\n",
+            "calls.csv:2: field 'language': missing required column",
+        ),
+        (
+            "calls.jsonl",
+            '{"id": "c1", "language": "en", "a": "mono.wav"}\n',
+            "calls.jsonl:1: field 'b': missing: 'b' goes with 'a'",
+        ),
+        (
+            "calls.jsonl",
+            '{"id": "c1", "language": "en", "audio": "nope.wav"}\n',
+            "calls.jsonl:1: field 'audio': file not found: nope.wav",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, capsys, name, text, needle):
+    _mono(tmp_path / "mono.wav")
+    _mono(tmp_path / "short.wav", 1.5)
+    _stereo(tmp_path / "stereo.wav")
+    (tmp_path / name).write_text(text)
+    for command in ("build", "validate"):
+        extra = ["--out", str(tmp_path / "out")] if command == "build" else []
+        code = main(["benchmark", command, str(tmp_path / name), *extra, "--quiet", *FACTORY])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert err.startswith("duplexsim: error: ") and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1, err
+        assert needle in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_several_problems_are_reported_together(tmp_path, capsys):
+    _mono(tmp_path / "mono.wav")
+    (tmp_path / "calls.csv").write_text(
+        "id,language,audio\nc1,en,mono.wav\nc1,en,mono.wav\nc2,xx-yyyyyyyyyy,mono.wav\n"
+    )
+    assert main(["benchmark", "validate", str(tmp_path / "calls.csv"), *FACTORY]) == 2
+    err = capsys.readouterr().err
+    assert "3 problems in the call listings" in err
+    assert "calls.csv:3: field 'id': duplicate call id 'c1'" in err
+    assert "calls.csv:4: field 'language'" in err
