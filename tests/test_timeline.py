@@ -92,6 +92,18 @@ def test_detector_ignores_chatter_before_window_and_never_ends_inside_context():
     assert d.tick(10.2) is EndReason.HANGOVER
 
 
+def test_end_of_turn_inside_the_context_does_not_end_the_session():
+    d = _detector(window_start_s=6.0)
+    d.voiced(8.0, 8.5)  # the model answered a pause in A's final turn
+    d.end_of_turn(8.6)  # ... and its turn ended while A still talks
+    assert d.ended is None and d.tick(9.99) is None
+    assert d.tick(10.49) is None and d.tick(10.5) is EndReason.HANGOVER  # 8.5 + 2.0
+    e = _detector()
+    e.voiced(9.0, 9.5)
+    e.end_of_turn(10.0)  # at the context's end: it counts
+    assert e.ended is EndReason.END_OF_TURN
+
+
 def test_speech_end_and_reply_latency_exact():
     rate = 16000
     context = np.zeros(rate * 3, np.float32)

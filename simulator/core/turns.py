@@ -54,8 +54,10 @@ class ReplyDetector:
         self.last_voiced_end_s = max(end_s, self.last_voiced_end_s or end_s)
 
     def end_of_turn(self, now_s: float) -> None:
-        """The protocol's end-of-turn signal; it ends the reply only once the reply has begun."""
-        if self.ended is None and self.onset_s is not None:
+        """The protocol's end-of-turn signal; it ends the reply only once the reply has begun,
+        and never inside the context (a model that answered a pause in Speaker A's turn is
+        still heard out to the end of the context, then by the hangover rule)."""
+        if self.ended is None and self.onset_s is not None and now_s >= self.context_end_s:
             self._end(EndReason.END_OF_TURN, now_s)
 
     def tick(self, now_s: float) -> EndReason | None:
