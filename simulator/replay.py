@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +66,15 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
     meta = read_meta(bundle)
     settings = SessionSettings.from_description(meta["settings"])
     sample = meta["sample"]
-    context_path = Path(sample["context"])
+    context_path = (
+        bundle / "input.wav" if sample.get("context") is None else Path(sample["context"])
+    )
     try:
         context = read_audio(context_path, sample_rate=CONTEXT_RATE).samples
     except InputError as exc:
         raise ConfigError(f"{bundle}: cannot read the session's context ({exc})") from None
+    if sample.get("context") is None:  # a live session (talk): the user's turn as it was sent
+        context = context[: round(_turn_end_s(bundle) * CONTEXT_RATE)]
     client = ReplayClient(ClientConfig(url=str(bundle)))
     outcome = await run_session(
         client, context, settings, window_start_s=sample.get("context_turn_start_s") or 0.0
@@ -87,6 +92,24 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
         _summary(rec["status"], rec["end_reason"], rec["timing"]),
         _summary(outcome.status, outcome.end_reason, replayed_timing),
     )
+
+
+def _turn_end_s(bundle: Path) -> float:
+    """Where a live session's user turn ended: the media end of the last frame sent before its
+    ``context_end`` event."""
+    frame_s, end_s, last_due = 0.0, None, 0.0
+    for line in (bundle / "events.jsonl").read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "start":
+            frame_s = float(event.get("frame_ms", 20)) / 1000.0
+        elif event.get("dir") == "send":
+            last_due = float(event["due"])
+        elif event.get("kind") == "context_end":
+            end_s = last_due + frame_s
+            break
+    if end_s is None:
+        raise ConfigError(f"{bundle}: the recorded live session never ended its user turn")
+    return end_s
 
 
 async def replay_run(run_dir: Path, sample_ids: list[str], concurrency: int) -> list[ReplayResult]:

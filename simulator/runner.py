@@ -17,7 +17,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -39,10 +39,16 @@ from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import write_bundle
-from simulator.session import CONTEXT_RATE, SessionOutcome, SessionSettings, run_session
+from simulator.session import (
+    CONTEXT_RATE,
+    SessionOutcome,
+    SessionSettings,
+    SessionTap,
+    run_session,
+)
 from simulator.store import ResultRow, RunStore, store_filename
 
-__all__ = ["RunOptions", "execute_run", "in_shard", "parse_shard"]
+__all__ = ["RunOptions", "execute_run", "in_shard", "outcome_row", "parse_shard"]
 
 DONE_STATUSES = ("ok", "no-reply")
 RAMP_STEP_S = 0.01
@@ -61,6 +67,9 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sample_ids: tuple[str, ...] = ()
     quiet: bool = False
+    # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
+    # this one); the player hands it to one session at a time
+    monitor: Callable[[], SessionTap | None] | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -286,6 +295,7 @@ async def _run_sample(
             window_start_s=sample.context_turn_start_s or 0.0,
             speech_end_s=end_s,
             executor=writer.pool,
+            tap=None if opts.monitor is None else opts.monitor(),
         )
         wait = None
         if outcome.status == "failed":
@@ -327,15 +337,30 @@ async def _run_sample(
 def _row(
     sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
 ) -> ResultRow:
+    return outcome_row(
+        sample.id, sample.language, sample.emotion, outcome, attempts, folder, run_dir
+    )
+
+
+def outcome_row(
+    sample_id: str,
+    language: str,
+    emotion: str,
+    outcome: SessionOutcome,
+    attempts: int,
+    folder: Path,
+    run_dir: Path,
+) -> ResultRow:
+    """The results row of one recorded session (``emotion`` "" where there is no reference)."""
     t = outcome.timing
     return ResultRow(
-        sample_id=sample.id,
+        sample_id=sample_id,
         status=outcome.status,
         end_reason=outcome.end_reason,
         error=outcome.error,
         attempts=attempts,
-        language=sample.language,
-        emotion=sample.emotion,
+        language=language,
+        emotion=emotion,
         latency_s=t.latency_s if t else None,
         onset_s=t.onset_s if t else None,
         reply_duration_s=t.duration_s if t else None,

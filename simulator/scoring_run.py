@@ -74,9 +74,12 @@ def _reply_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
     return ClipJob(f"reply/{row.sample_id}", clip)
 
 
-def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob:
+def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
     meta = read_meta(run_dir / row.bundle) if row.bundle else {}
-    path = meta.get("sample", {}).get("reference")
+    sample = meta.get("sample", {})
+    if "reference" in sample and sample["reference"] is None:
+        return None  # a session without one (``talk``): only its reply is scored
+    path = sample.get("reference")
     if not path:
         raise ConfigError(f"{run_dir}: session {row.sample_id} records no reference path")
     audio = read_audio(path, sample_rate=SAMPLE_RATE)

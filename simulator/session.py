@@ -11,10 +11,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,9 +37,45 @@ from simulator.core.timing import ReplyTiming, SendStats, measure_reply, send_st
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
 from simulator.core.vad import StreamingVad, VadConfig
 
-__all__ = ["SessionOutcome", "SessionSettings", "run_session"]
+__all__ = ["LiveInput", "SessionOutcome", "SessionSettings", "SessionTap", "run_session"]
 
 CONTEXT_RATE = 16000
+
+
+class SessionTap(Protocol):
+    """Observes a session as it runs (``run --monitor``, ``talk``). Called on the session's loop:
+    each call must return at once (hand the audio to another thread)."""
+
+    def on_start(self, t0: float, input_rate: int, output_rate: int) -> None: ...
+
+    def on_sent(self, samples: NDArray[np.float32], start_s: float) -> None:
+        """A frame was sent; it starts at ``start_s`` on the timeline (input rate)."""
+
+    def on_placed(self, samples: NDArray[np.float32], start_s: float) -> None:
+        """Model audio was placed at ``start_s`` on the timeline (output rate)."""
+
+    def on_end(self) -> None:
+        """The session is over (also after a failure, even one before ``on_start``)."""
+
+
+class LiveInput(Protocol):
+    """The user's side from a live source (a microphone) instead of a fixed context: the session
+    sends its frames on the usual schedule (a late one as soon as it is there), and the source
+    decides when the user's turn is over (then the reply is detected as usual, while the source
+    keeps streaming: the user can talk over the reply)."""
+
+    max_turn_s: float  # the longest the user's turn can last (for the session's deadline)
+
+    async def start(self, rate: int, frame_len: int) -> None:
+        """Get ready to deliver frames of ``frame_len`` samples at ``rate`` Hz; returns once the
+        first one can be read (T0 is taken then)."""
+
+    async def read(self) -> NDArray[np.float32]:
+        """The next frame; waits for it."""
+        ...
+
+    @property
+    def turn_ended(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -110,6 +147,8 @@ class _Session:
         settings: SessionSettings,
         window_start_s: float,
         clock: Callable[[], float],
+        tap: SessionTap | None = None,
+        live: LiveInput | None = None,
     ):
         self.client = client
         self.caps = client.capabilities
@@ -117,10 +156,15 @@ class _Session:
         self.clock = clock
         self.frame_ms = settings.frame_ms or self.caps.frame_ms
         self.schedule = Schedule(self.frame_ms / 1000.0)
-        frame_len = self.caps.input_rate * self.frame_ms // 1000
+        self.frame_len = frame_len = self.caps.input_rate * self.frame_ms // 1000
         self.frames = frame_signal(resample(context, CONTEXT_RATE, self.caps.input_rate), frame_len)
         self.silence = np.zeros(frame_len, dtype=np.float32)
-        self.context_end_s = self.schedule.due(len(self.frames))
+        # a live turn's end is decided by its source: until then the reply cannot end
+        self.context_end_s = math.inf if live is not None else self.schedule.due(len(self.frames))
+        self.tap = tap
+        self.live = live
+        self.live_sent: list[NDArray[np.float32]] = []
+        self.turn_frames: int | None = None  # frames sent when the user's turn ended
         self.detector = ReplyDetector(
             settings.turns, context_end_s=self.context_end_s, window_start_s=window_start_s
         )
@@ -130,7 +174,9 @@ class _Session:
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
         # The hot paths record plain tuples (cheap, never tracked by the garbage collector);
         # they become event dicts once the session is over.
-        self.events: list[dict[str, Any]] = []
+        # (audio chunks received before it, event): a message read together with audio keeps its
+        # place among the chunks when their stamps are equal
+        self.events: list[tuple[int, dict[str, Any]]] = []
         self.sends: list[tuple[int, float, float, int]] = []  # n, t, due, samples
         # t, samples, placed at, declared offset, silent
         self.audio_in: list[tuple[float, int, float, float | None, bool]] = []
@@ -141,34 +187,46 @@ class _Session:
         self.done = asyncio.Event()
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
-        self.events.append({"t": round(t, 6), "dir": direction, "kind": kind, **fields})
+        event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
+        self.events.append((len(self.audio_in), event))
 
     def event_log(self) -> list[dict[str, Any]]:
-        """Every event, sends and received audio included, in time order."""
+        """Every event, sends and received audio included, in time order (ties in arrival
+        order)."""
         sends = [
-            {
-                "t": round(t, 6),
-                "dir": "send",
-                "kind": "audio",
-                "n": n,
-                "due": round(due, 6),
-                "samples": k,
-            }
+            (
+                t,
+                -1.0,
+                {
+                    "t": round(t, 6),
+                    "dir": "send",
+                    "kind": "audio",
+                    "n": n,
+                    "due": round(due, 6),
+                    "samples": k,
+                },
+            )
             for n, t, due, k in self.sends
         ]
         audio = [
-            {
-                "t": round(t, 6),
-                "dir": "recv",
-                "kind": "audio",
-                "samples": k,
-                "placed_s": round(placed, 6),
-                "offset_s": offset,
-                "silent": silent,
-            }
-            for t, k, placed, offset, silent in self.audio_in
+            (
+                t,
+                float(i),
+                {
+                    "t": round(t, 6),
+                    "dir": "recv",
+                    "kind": "audio",
+                    "samples": k,
+                    "placed_s": round(placed, 6),
+                    "offset_s": offset,
+                    "silent": silent,
+                },
+            )
+            for i, (t, k, placed, offset, silent) in enumerate(self.audio_in)
         ]
-        return sorted([*self.events, *sends, *audio], key=lambda e: float(e["t"]))
+        others = [(float(e["t"]), before - 0.5, e) for before, e in self.events]
+        merged = sorted([*sends, *audio, *others], key=lambda item: (round(item[0], 6), item[1]))
+        return [e for _, _, e in merged]
 
     def advance_vad(self) -> None:
         """Feed the VAD everything placed since the last call (final: nothing is ever placed
@@ -194,8 +252,12 @@ class _Session:
         return self.detector.tick(now_s)
 
     async def send_loop(self) -> None:
+        """Frames on the absolute schedule: the context then silence, or a live source's frames
+        (a frame the source delivers late goes out as soon as it is there)."""
+        live = self.live
         n = 0
         while not self.done.is_set():
+            chunk = await live.read() if live is not None else None
             due = self.t0 + self.schedule.due(n)
             delay = due - self.clock()
             if delay > 0:
@@ -203,22 +265,35 @@ class _Session:
             if self.done.is_set():
                 break
             now = self.clock()
-            chunk = self.frames[n] if n < len(self.frames) else self.silence
+            if chunk is None:
+                chunk = self.frames[n] if n < len(self.frames) else self.silence
             await self.client.send_audio(chunk)
             self.send_errors.append(now - due)
-            self.frames_sent = n + 1
-            self.sends.append((n, now - self.t0, due - self.t0, chunk.size))
-            if n == len(self.frames) - 1:
-                self.log(self.clock() - self.t0, "local", "context_end")
-                if self.caps.manual_commit:
-                    await self.client.commit_turn()
-            n += 1
+            self.frames_sent = n = n + 1
+            self.sends.append((n - 1, now - self.t0, due - self.t0, chunk.size))
+            if live is not None:
+                self.live_sent.append(chunk)
+            if self.tap is not None:
+                self.tap.on_sent(chunk, due - self.t0)
+            if self.turn_frames is None and (
+                live.turn_ended if live is not None else n == len(self.frames)
+            ):
+                await self._end_turn(n)
             self._check_stall(now)
             # decide on the media time sent, so a loaded client still sends its whole schedule
             reason = self.tick(self.schedule.due(n))
             if reason is not None:
                 self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
                 self.done.set()
+
+    async def _end_turn(self, frames: int) -> None:
+        """The user's turn is over after ``frames`` frames (the context's end, or where a live
+        source decided it)."""
+        self.turn_frames = frames
+        self.context_end_s = self.detector.context_end_s = self.schedule.due(frames)
+        self.log(self.clock() - self.t0, "local", "context_end")
+        if self.caps.manual_commit:
+            await self.client.commit_turn()
 
     def _check_stall(self, now: float) -> None:
         if self.caps.continuous_output and now - self.last_rx > self.settings.stall_timeout_s:
@@ -270,8 +345,11 @@ class _Session:
                 raise err
 
     def _on_audio(self, event: AudioOut, t: float) -> None:
-        placed = self.track.place(np.asarray(event.samples, dtype=np.float32), t, event.offset_s)
+        samples = np.asarray(event.samples, dtype=np.float32)
+        placed = self.track.place(samples, t, event.offset_s)
         self.audio_in.append((t, placed.n_samples, placed.start_s, event.offset_s, placed.silent))
+        if self.tap is not None and not placed.silent:
+            self.tap.on_placed(samples, placed.start_s)
 
 
 async def run_session(
@@ -283,22 +361,32 @@ async def run_session(
     speech_end_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     executor: concurrent.futures.Executor | None = None,
+    tap: SessionTap | None = None,
+    live: LiveInput | None = None,
 ) -> SessionOutcome:
     """Stream ``context`` (16 kHz mono) to ``client`` and capture its reply; never raises
     SessionError: failures come back as a "failed" outcome with the reason.
 
     ``speech_end_s`` (end of Speaker A's speech) is measured from ``context`` unless given; the
     runner measures it before the session starts so the event loop never does that work.
+    ``tap`` observes the session's audio as it runs. ``live`` replaces ``context`` (pass an
+    empty array) with a live source such as a microphone; speech end is then measured on what
+    was sent up to the end of the user's turn.
     """
-    s = _Session(client, context, settings, window_start_s, clock)
+    s = _Session(client, context, settings, window_start_s, clock, tap, live)
     wall0 = time.monotonic()
-    deadline = settings.deadline_s(len(context) / CONTEXT_RATE, client.config.connect_timeout_s)
+    context_s = live.max_turn_s if live is not None else len(context) / CONTEXT_RATE
+    deadline = settings.deadline_s(context_s, client.config.connect_timeout_s)
     error: SessionError | None = None
     try:
         async with asyncio.timeout(deadline):
             await client.connect()
+            if live is not None:
+                await live.start(s.caps.input_rate, s.frame_len)
             s.t0 = s.last_rx = clock()
             client.timeline_started(s.t0)
+            if tap is not None:
+                tap.on_start(s.t0, s.caps.input_rate, s.caps.output_rate)
             s.log(
                 0.0,
                 "local",
@@ -313,19 +401,26 @@ async def run_session(
     except TimeoutError:
         error = Disconnected(f"session passed its deadline of {deadline:.1f} s", reason="deadline")
     finally:
+        if tap is not None:
+            tap.on_end()
         with contextlib.suppress(Exception):
             await client.aclose()
     wall_s = time.monotonic() - wall0
     loop = asyncio.get_running_loop()
-    # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
-    # never on the loop that paces other sessions
-    if speech_end_s is None:
-        speech_end_s = await loop.run_in_executor(
-            executor, speech_end, context, CONTEXT_RATE, settings.vad
-        )
     # assembling the recordings is end-of-session work: off the loop that paces the others
     sent, output = await asyncio.to_thread(_recorded_audio, s)
     events = await asyncio.to_thread(s.event_log)
+    # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
+    # never on the loop that paces other sessions
+    if speech_end_s is None:
+        if live is None:
+            user, user_rate = context, CONTEXT_RATE
+        else:
+            turn = s.frames_sent if s.turn_frames is None else s.turn_frames
+            user, user_rate = sent[: turn * s.frame_len], s.caps.input_rate
+        speech_end_s = await loop.run_in_executor(
+            executor, speech_end, user, user_rate, settings.vad
+        )
     timing = None
     if error is None:
         timing = await loop.run_in_executor(
@@ -367,6 +462,9 @@ def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
 
 def _recorded_audio(s: _Session) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """What was sent, and the model's audio on the timeline at least as long as it."""
+    if s.live is not None:
+        sent = np.concatenate(s.live_sent) if s.live_sent else np.zeros(0, dtype=np.float32)
+        return sent, s.track.audio(min_duration_s=sent.size / s.caps.input_rate)
     n_context = min(s.frames_sent, len(s.frames))
     sent = np.concatenate(
         (s.frames[:n_context].reshape(-1), np.tile(s.silence, s.frames_sent - n_context))

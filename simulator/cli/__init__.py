@@ -17,6 +17,8 @@ from simulator.cli import (
     score_cmd,
     scoring_cmd,
     serve_cmd,
+    talk_cmd,
+    view_cmd,
 )
 from simulator.core.errors import DuplexsimError
 
@@ -27,6 +29,8 @@ _COMMANDS = (
     run_cmd,
     score_cmd,
     replay_cmd,
+    view_cmd,
+    talk_cmd,
     models_cmd,
     benchmark_cmd,
     serve_cmd,

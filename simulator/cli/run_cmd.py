@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import sys
 from pathlib import Path
 
-from simulator.core.benchmark import load_benchmark
+from simulator.cli.talk_cmd import add_audio_arguments, audio_options
+from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
 from simulator.core.vad import VadConfig
-from simulator.profiles import resolve_model
+from simulator.profiles import ModelProfile, resolve_model
 from simulator.runner import RunOptions, default_run_id, execute_run, parse_shard
 from simulator.session import SessionSettings
+from simulator.store import ResultRow
 from simulator.summary import render_summaries, summarise_rows
 
 __all__ = ["add_session_arguments", "register", "session_settings"]
@@ -64,7 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
     p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
     p.add_argument("--sample", action="append", default=[], help="run only this sample id")
+    p.add_argument(
+        "--monitor",
+        action="store_true",
+        help="play sessions (user and model mixed) on the output device while they run: "
+        "one at a time, the first to start, then the next to start after it",
+    )
     add_session_arguments(p)
+    add_audio_arguments(p, latency_ms=150)
     p.set_defaults(func=_run)
 
 
@@ -109,8 +119,35 @@ def _run(args: argparse.Namespace) -> int:
     bench = load_benchmark(args.benchmark)
     shard = parse_shard(args.shard) if args.shard else None
     opts = run_options(args, args.run_id or default_run_id(profile), shard)
-    rows = asyncio.run(execute_run(bench, profile, opts))
+    if args.monitor:
+        rows = _run_monitored(bench, profile, opts, args)
+    else:
+        rows = asyncio.run(execute_run(bench, profile, opts))
     summary = summarise_rows(opts.run_id, rows)
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
     return 1 if summary.failed else 0
+
+
+def _run_monitored(
+    bench: Benchmark, profile: ModelProfile, opts: RunOptions, args: argparse.Namespace
+) -> list[ResultRow]:
+    from simulator.audio_io import Player, open_output
+
+    audio = audio_options(args)
+    player = Player(open_output(audio, audio.rate), latency_s=audio.latency_ms / 1000)
+    try:
+        rows = asyncio.run(
+            execute_run(bench, profile, dataclasses.replace(opts, monitor=player.claim))
+        )
+    finally:
+        player.close()
+    late = f", {player.late_samples / player.rate:.2f} s of model audio too late to play"
+    print(
+        f"monitor: played {player.sessions_played} session(s)"
+        + (late if player.late_samples else ""),
+        file=sys.stderr,
+    )
+    if player.error is not None:
+        print(f"monitor: playback stopped: {player.error}", file=sys.stderr)
+    return rows

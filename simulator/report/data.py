@@ -77,6 +77,8 @@ def sample_scores(
     samples: list[SampleScores] = []
     unscored: dict[str, str] = {}
     for row in rows:
+        if not row.emotion:
+            continue  # no reference (a ``talk`` session): nothing to mirror, timing only
         failed = row.status == "failed"
         reference = None if failed else _vector(cache, f"reference/{row.sample_id}")
         reply = _vector(cache, f"reply/{row.sample_id}") if row.status == "ok" else None

@@ -67,6 +67,13 @@ def language_heatmap(reports: Sequence[RunReport], path: Path) -> Path:
                     matches += group.matches
             if n:
                 grid[i, j] = 100 * matches / n
+    if not languages:  # e.g. talk runs: replies with no reference emotion to mirror
+        fig, ax = plt.subplots(figsize=(6.5, 2), dpi=110)
+        ax.text(0.5, 0.5, "no samples with a reference emotion", ha="center", va="center")
+        ax.set_axis_off()
+        fig.savefig(path)
+        plt.close(fig)
+        return path
     fig, ax = plt.subplots(figsize=(max(6.5, 1.2 * len(languages) + 3.5), 6), dpi=110)
     image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     ax.set_xticks(range(len(languages)), languages)

@@ -1,0 +1,346 @@
+"""What the viewer shows, gathered from a run directory into typed values.
+
+A run: its result rows and, when it has been scored, the report's metrics and each sample's 12
+emotion scores (joined by ``simulator.report.data``, never recomputed here). A session: its row,
+its bundle's settings, both tracks at 16 kHz with their voice activity, the protocol events, and the
+traffic in both directions. Whatever is missing (a bundle, a track, an unreadable event line) is
+noted and left out, so a failed session still has a page that says why.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from numpy.typing import NDArray
+
+from scoring.metrics import top_emotions
+from scoring.models.base import emotion_matrix
+from simulator.core.audio import read_audio
+from simulator.core.emotions import EMOTION_NAMES
+from simulator.core.errors import InputError
+from simulator.core.timing import speech_end
+from simulator.core.vad import Segment, VadConfig, frame_flags, segments
+from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
+from simulator.scoring_run import ScoreCache, cache_path
+from simulator.store import ResultRow, read_results
+from simulator.viewer.envelope import Envelope, density, envelope
+
+__all__ = [
+    "AUDIO_RATE",
+    "EmotionScores",
+    "Marker",
+    "RunView",
+    "SessionView",
+    "Track",
+    "Traffic",
+    "load_run",
+    "load_session",
+]
+
+AUDIO_RATE = 16000  # every track is shown and embedded at this rate
+COLUMNS = 1600  # envelope columns per track
+TRAFFIC_BIN_S = 0.1
+LATE_SEND_MS = 10.0  # a send this late is marked on the traffic strip
+MAX_LATE_SENDS = 500
+MAX_MARKERS = 2000
+MAX_AUDIO_S = 3600.0
+FloatArray = NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class EmotionScores:
+    """The 12 emotion scores (EMOTIONS order) of a sample's reply and of its reference."""
+
+    label: str  # the benchmark's reference emotion r_i
+    reply: tuple[float, ...] | None  # None: no reply, or the reply was not scored
+    reference: tuple[float, ...] | None
+    replied: bool = True
+
+    @property
+    def reply_top(self) -> str | None:
+        return _top(self.reply)
+
+    @property
+    def reference_top(self) -> str | None:
+        return _top(self.reference)
+
+    @property
+    def match(self) -> bool | None:
+        """As the metrics count it: None where the sample is left out of N."""
+        if self.reference is None:
+            return None
+        if not self.replied:
+            return False
+        return None if self.reply is None else self.reply_top == self.label
+
+
+def _top(values: tuple[float, ...] | None) -> str | None:
+    if values is None:
+        return None
+    index = int(top_emotions(np.asarray([values], dtype=np.float64), np.asarray([True]))[0])
+    return EMOTION_NAMES[index]
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_dir: Path
+    run_id: str
+    model: str
+    rows: list[ResultRow]
+    report: RunReport | None  # None: the run has not been scored
+    scores: dict[str, EmotionScores] = field(default_factory=dict)
+
+    def row(self, sample_id: str) -> ResultRow:
+        for row in self.rows:
+            if row.sample_id == sample_id:
+                return row
+        near = difflib.get_close_matches(sample_id, [r.sample_id for r in self.rows], n=1)
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        raise InputError(f"{self.run_dir}: no session '{sample_id}' in this run{hint}")
+
+    def neighbours(self, sample_id: str) -> tuple[str | None, str | None]:
+        ids = [r.sample_id for r in self.rows]
+        i = ids.index(sample_id)
+        return (ids[i - 1] if i > 0 else None, ids[i + 1] if i + 1 < len(ids) else None)
+
+
+def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
+    """The run's rows and, when scored, its report and per-sample scores (``scorer`` as for
+    ``duplexsim report``: by default the comparable scorer when cached, else the first)."""
+    meta, rows = read_results(run_dir)
+    report: RunReport | None = None
+    scores: dict[str, EmotionScores] = {}
+    if scorer is not None or available_scorers(run_dir):
+        report = build_report(run_dir, scorer)
+        cache = ScoreCache(cache_path(run_dir, report.scorer), report.scorer)
+        status = {row.sample_id: row.status for row in rows}
+        for s in sample_scores(rows, cache)[0]:  # rows without a reference have no entry
+            scores[s.sample_id] = EmotionScores(
+                label=s.emotion,
+                reply=_floats(s.reply),
+                reference=_floats(s.reference),
+                replied=status[s.sample_id] == "ok",
+            )
+        for row in rows:  # a session without a reference (``talk``): its reply's scores only
+            if not row.emotion:
+                reply = _reply_vector(cache, row.sample_id)
+                scores[row.sample_id] = EmotionScores("", reply, None, row.status == "ok")
+    model = str(meta.get("model", {}).get("name", "")) or "?"
+    return RunView(run_dir, str(meta.get("run_id", run_dir.name)), model, rows, report, scores)
+
+
+def _reply_vector(cache: ScoreCache, sample_id: str) -> tuple[float, ...] | None:
+    values = cache.vector(f"reply/{sample_id}")
+    if values is None:
+        return None
+    return _floats(emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0])
+
+
+def _floats(values: NDArray[Any] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A protocol or session event on the timeline."""
+
+    t: float
+    kind: str  # speech_started, end_of_turn, transcript, error, context_end, reply_end, ...
+    direction: str  # send, recv, local
+    detail: str
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Audio frames per bin of ``bin_s``: sent, received, and received with sound in them."""
+
+    bin_s: float
+    sent: list[int]
+    received: list[int]
+    voiced: list[int]
+    late_sends: list[tuple[float, float]]  # (t, ms late) of sends later than LATE_SEND_MS
+
+
+@dataclass(frozen=True, eq=False)
+class Track:
+    samples: FloatArray  # mono, AUDIO_RATE
+    vad: list[Segment]
+    envelope: Envelope
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples.size / AUDIO_RATE
+
+
+@dataclass(frozen=True, eq=False)
+class SessionView:
+    row: ResultRow
+    meta: dict[str, Any]  # the bundle's meta.json; {} when there is none
+    user: Track | None
+    model: Track | None
+    duration_s: float
+    speech_end_s: float | None  # end of Speaker A's speech
+    speech_end_measured: bool  # True: not recorded (failed session), measured from input.wav
+    window_start_s: float | None  # where Speaker A's last turn starts
+    markers: list[Marker]
+    traffic: Traffic | None
+    scores: EmotionScores | None
+    notes: list[str]
+
+    @property
+    def onset_s(self) -> float | None:
+        return self.row.onset_s
+
+    @property
+    def offset_s(self) -> float | None:
+        r = self.row
+        return (
+            None
+            if r.onset_s is None or r.reply_duration_s is None
+            else r.onset_s + (r.reply_duration_s)
+        )
+
+
+def load_session(run: RunView, sample_id: str) -> SessionView:
+    row = run.row(sample_id)
+    notes: list[str] = []
+    folder = run.run_dir / row.bundle if row.bundle else None
+    if folder is None or not (folder / "meta.json").is_file():
+        notes.append("no recording bundle for this session")
+        folder = None
+    meta = _read_json(folder / "meta.json", notes) if folder else {}
+    vad = _vad_config(meta)
+    user = _track(folder, "input.wav", vad, notes)
+    model = _track(folder, "output.wav", vad, notes)
+    events = _read_events(folder / "events.jsonl", notes) if folder else []
+    end_s, measured = row.speech_end_s, False
+    if end_s is None and user is not None:
+        end_s, measured = speech_end(user.samples, AUDIO_RATE, vad), True
+    window = meta.get("sample", {}).get("context_turn_start_s")
+    times = [t.duration_s for t in (user, model) if t] + [float(e["t"]) for e in events[-1:]]
+    if times:  # the recording, and every instant marked on it, so none falls off the end
+        times += [t for t in (end_s, window) if t is not None]
+    duration = max([0.0, *times])
+    return SessionView(
+        row=row,
+        meta=meta,
+        user=user,
+        model=model,
+        duration_s=duration,
+        speech_end_s=end_s,
+        speech_end_measured=measured and end_s is not None,
+        window_start_s=None if window is None else float(window),
+        markers=_markers(events, notes),
+        traffic=_traffic(events, duration) if events else None,
+        scores=run.scores.get(sample_id),
+        notes=notes,
+    )
+
+
+def _read_json(path: Path, notes: list[str]) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name}: unreadable ({exc})")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _vad_config(meta: dict[str, Any]) -> VadConfig:
+    try:
+        return VadConfig(**meta.get("settings", {}).get("vad", {}))
+    except (TypeError, ValueError):
+        return VadConfig()
+
+
+def _track(folder: Path | None, name: str, vad: VadConfig, notes: list[str]) -> Track | None:
+    if folder is None:
+        return None
+    if not (folder / name).is_file():
+        notes.append(f"{name}: not recorded")
+        return None
+    if _frames(folder / name) == 0:  # a session that failed before streaming sent nothing
+        return None
+    try:
+        samples = read_audio(folder / name, sample_rate=AUDIO_RATE, max_duration_s=MAX_AUDIO_S)
+    except InputError as exc:
+        notes.append(str(exc))
+        return None
+    x = samples.samples
+    voiced = segments(frame_flags(x, AUDIO_RATE, vad), vad.frame_s)
+    return Track(x, voiced, envelope(x, AUDIO_RATE, COLUMNS))
+
+
+def _frames(path: Path) -> int | None:
+    try:
+        return int(sf.info(str(path)).frames)
+    except (RuntimeError, OSError):
+        return None  # read_audio says what is wrong with it
+
+
+def _read_events(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        notes.append(f"{path.name}: not recorded")
+        return []
+    events: list[dict[str, Any]] = []
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                event = json.loads(line)
+                float(event["t"])
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+                continue
+            if math.isfinite(float(event["t"])):
+                events.append(event)
+    if bad:
+        notes.append(f"{path.name}: {bad} unreadable line{'s' if bad != 1 else ''} left out")
+    return sorted(events, key=lambda e: float(e["t"]))
+
+
+def _markers(events: list[dict[str, Any]], notes: list[str]) -> list[Marker]:
+    found = [
+        Marker(round(float(e["t"]), 6), str(e.get("kind", "?")), str(e.get("dir", "?")), _detail(e))
+        for e in events
+        if e.get("kind") != "audio"
+    ]
+    if len(found) > MAX_MARKERS:
+        notes.append(f"{len(found)} protocol events; the first {MAX_MARKERS} are shown")
+    return found[:MAX_MARKERS]
+
+
+def _detail(event: dict[str, Any]) -> str:
+    kind = event.get("kind")
+    if kind == "transcript":
+        return str(event.get("text", "")) + (" (final)" if event.get("final") else "")
+    if kind == "error":
+        return f"{event.get('reason', 'error')}: {event.get('message', '')}"
+    rest = {k: v for k, v in event.items() if k not in ("t", "dir", "kind")}
+    return ", ".join(f"{k}={v}" for k, v in rest.items())
+
+
+def _traffic(events: list[dict[str, Any]], duration_s: float) -> Traffic:
+    sends = [e for e in events if e.get("kind") == "audio" and e.get("dir") == "send"]
+    recvs = [e for e in events if e.get("kind") == "audio" and e.get("dir") == "recv"]
+    bins = max(1, math.ceil(duration_s / TRAFFIC_BIN_S))
+    span = bins * TRAFFIC_BIN_S
+    late = [
+        (round(float(e["t"]), 4), round((float(e["t"]) - float(e["due"])) * 1000.0, 2))
+        for e in sends
+        if "due" in e and (float(e["t"]) - float(e["due"])) * 1000.0 > LATE_SEND_MS
+    ]
+    return Traffic(
+        bin_s=TRAFFIC_BIN_S,
+        sent=density([float(e["t"]) for e in sends], span, bins),
+        received=density([float(e["t"]) for e in recvs], span, bins),
+        voiced=density([float(e["t"]) for e in recvs if not e.get("silent")], span, bins),
+        late_sends=late[:MAX_LATE_SENDS],
+    )

@@ -1,0 +1,130 @@
+"""The run's index page: a summary and a sortable, filterable table linking to every session."""
+
+from __future__ import annotations
+
+import statistics
+
+from simulator.store import ResultRow
+from simulator.viewer.data import RunView
+from simulator.viewer.layout import (
+    badge,
+    document,
+    esc,
+    fmt_num,
+    match_text,
+    page_name,
+    scorer_notice,
+)
+from simulator.viewer.scripts import INDEX_JS
+
+__all__ = ["index_page"]
+
+NONE = "–"  # an empty field (a ``talk`` session has no reference emotion)
+
+# (header, sort type); a "num" column sorts on each cell's data-v
+COLUMNS = (
+    ("sample", "text"),
+    ("emotion", "text"),
+    ("language", "text"),
+    ("status", "text"),
+    ("match", "text"),
+    ("latency (ms)", "num"),
+    ("reply (s)", "num"),
+    ("reply's top emotion", "text"),
+    ("end reason", "text"),
+)
+
+
+def index_page(run: RunView, pages: str = "sessions") -> str:
+    body = (
+        f'<nav class="crumbs"><span>run <b>{esc(run.run_id)}</b></span>'
+        f"<span>model <b>{esc(run.model)}</b></span></nav>"
+        f"<h1>Sessions of {esc(run.run_id)}</h1>"
+        f'<section class="card">{_stats(run)}</section>'
+        f"{scorer_notice(run.report, str(run.run_dir))}"
+        f'<section class="card">{_filters(run)}{_table(run, pages)}'
+        '<p class="hint">Click a header to sort; the text box matches anywhere in a row.</p>'
+        "</section>"
+        f"<footer>duplexsim view · {esc(str(run.run_dir))}</footer>"
+    )
+    return document(f"{run.run_id} · duplexsim sessions", body, INDEX_JS)
+
+
+def _stats(run: RunView) -> str:
+    rows = run.rows
+    counts = {s: sum(1 for r in rows if r.status == s) for s in ("ok", "no-reply", "failed")}
+    latencies = [r.latency_s for r in rows if r.latency_s is not None]
+    median = statistics.median(latencies) * 1000 if latencies else None
+    items = [
+        ("sessions", str(len(rows))),
+        ("replied", str(counts["ok"])),
+        ("no reply", str(counts["no-reply"])),
+        ("failed", str(counts["failed"])),
+        ("median latency", f"{fmt_num(median, '{:.0f}')} ms"),
+    ]
+    if run.report is not None:
+        m = run.report.metrics
+        items += [
+            ("match rate", _pct(m.match_rate)),
+            ("shuffled baseline", _pct(m.shuffled_baseline)),
+            ("N scored", str(m.n)),
+            ("scorer", run.report.scorer),
+        ]
+    cells = "".join(f"<div><b>{esc(v)}</b><span>{esc(k)}</span></div>" for k, v in items)
+    return f'<div class="stats">{cells}</div>'
+
+
+def _pct(x: float) -> str:
+    return fmt_num(x * 100, "{:.1f}") + "%" if x == x else "–"
+
+
+def _filters(run: RunView) -> str:
+    def select(field: str, label: str, values: list[str]) -> str:
+        options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
+        return (
+            f'<select data-field="{field}" aria-label="{esc(label)}">'
+            f'<option value="">{esc(label)}: all</option>{options}</select>'
+        )
+
+    emotions = sorted({r.emotion or NONE for r in run.rows})
+    languages = sorted({r.language or NONE for r in run.rows})
+    return (
+        '<div class="filters"><input id="filter" type="search" placeholder="Filter sessions…" '
+        'aria-label="filter">'
+        f"{select('emotion', 'emotion', emotions)}{select('language', 'language', languages)}"
+        f"{select('match', 'match', ['yes', 'no', '–'])}"
+        f"{select('status', 'status', ['ok', 'no-reply', 'failed'])}"
+        '<span class="count" id="count"></span></div>'
+    )
+
+
+def _table(run: RunView, pages: str) -> str:
+    head = "".join(f'<th data-type="{kind}">{esc(name)}</th>' for name, kind in COLUMNS)
+    body = "".join(_row(run, r, pages) for r in run.rows)
+    return (
+        f'<table class="sessions" id="sessions"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+_MATCH_CSS = {"yes": "yes", "no": "no"}
+
+
+def _row(run: RunView, r: ResultRow, pages: str) -> str:
+    scores = run.scores.get(r.sample_id)
+    match = match_text(scores.match if scores else None)
+    top = (scores.reply_top if scores else None) or "–"
+    latency = "" if r.latency_s is None else f"{r.latency_s * 1000:.0f}"
+    reply = "" if r.reply_duration_s is None else f"{r.reply_duration_s:.2f}"
+    href = f"{pages}/{page_name(r.sample_id)}"
+    return (
+        f'<tr data-emotion="{esc(r.emotion or NONE)}" data-language="{esc(r.language or NONE)}" '
+        f'data-match="{esc(match)}" data-status="{esc(r.status)}">'
+        f'<td><a href="{esc(href)}">{esc(r.sample_id)}</a></td>'
+        f"<td>{esc(r.emotion or NONE)}</td><td>{esc(r.language or NONE)}</td>"
+        f"<td>{badge(r.status)}</td>"
+        f"<td>{badge(match, _MATCH_CSS.get(match, 'none'))}"
+        f'</td><td class="num" data-v="{latency}">{latency or "–"}</td>'
+        f'<td class="num" data-v="{reply}">{reply or "–"}</td>'
+        f"<td>{esc(top)}</td><td>{esc(r.end_reason)}</td></tr>"
+    )

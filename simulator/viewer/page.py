@@ -1,0 +1,342 @@
+"""One session as a self-contained HTML page: the timeline with both lanes, the three players on
+one playhead, the session's numbers, its emotion scores beside the reference's, and its events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core.emotions import EMOTIONS
+from simulator.viewer.data import AUDIO_RATE, EmotionScores, RunView, SessionView, Track
+from simulator.viewer.embed import mix, script_json, wav_data_uri
+from simulator.viewer.envelope import LEVELS
+from simulator.viewer.layout import (
+    badge,
+    document,
+    esc,
+    fmt_ms,
+    fmt_num,
+    fmt_s,
+    match_text,
+    page_name,
+    scorer_notice,
+)
+from simulator.viewer.scripts import SESSION_JS
+
+__all__ = ["session_page"]
+
+MAX_GAIN = 8.0  # quiet recordings are drawn larger, never by more than this
+
+
+def session_page(run: RunView, s: SessionView) -> str:
+    r = s.row
+    body = "".join(
+        [
+            _header(run, s),
+            _problems(s),
+            _timeline(s),
+            '<div class="grid2">',
+            f'<section class="card" id="metrics"><h2>Session</h2>{_metrics(run, s)}</section>',
+            '<section class="card" id="scores"><h2>Emotion scores</h2>'
+            f"{scorer_notice(run.report, str(run.run_dir))}{_emotions(s)}</section>",
+            "</div>",
+            _events_table(s),
+            f"<footer>duplexsim view · run {esc(run.run_id)} · "
+            f"{esc(str(run.run_dir / (r.bundle or '')))}</footer>",
+        ]
+    )
+    title = f"{r.sample_id} · {run.run_id} · duplexsim"
+    return document(title, body, SESSION_JS, script_json(_data(s)))
+
+
+def _header(run: RunView, s: SessionView) -> str:
+    r = s.row
+    before, after = run.neighbours(r.sample_id)
+    steps = "".join(
+        f'<a class="step" href="{esc(page_name(sid))}" title="{esc(sid)}">{arrow}</a>'
+        for sid, arrow in ((before, "‹ previous"), (after, "next ›"))
+        if sid is not None
+    )
+    match = s.scores.match if s.scores else None
+    verdict = "" if match is None else badge("match" if match else "no match", match_text(match))
+    latency = f" · response latency <b>{fmt_ms(r.latency_s)}</b>" if r.latency_s is not None else ""
+    return (
+        f'<nav class="crumbs"><a href="../index.html">← all sessions</a>'
+        f"<span>run <b>{esc(run.run_id)}</b></span><span>model <b>{esc(run.model)}</b></span>"
+        f'<span class="spacer"></span>{steps}</nav>'
+        f"<h1>{esc(r.sample_id)} {badge(r.status)} {verdict}</h1>"
+        f'<p class="sub">{esc(r.emotion or "no reference")} · {esc(r.language)} · ended by '
+        f"{esc(r.end_reason)}{latency}</p>"
+    )
+
+
+def _problems(s: SessionView) -> str:
+    parts = []
+    if s.row.error:
+        parts.append(f'<div class="alert error"><b>Session failed:</b> {esc(s.row.error)}</div>')
+    if s.notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in s.notes)
+        parts.append(f'<div class="alert warn">Problems with the recording:<ul>{items}</ul></div>')
+    return "".join(parts)
+
+
+_LEGEND = (
+    '<span><i class="sw" style="background:var(--user)"></i>user (sent)</span>'
+    '<span><i class="sw" style="background:var(--model)"></i>model (received)</span>'
+    '<span><i class="sw" style="background:var(--user-band);outline:1px solid var(--line)"></i>'
+    "voice activity</span>"
+    '<span><i class="sw line" style="background:var(--latency)"></i>Speaker A stops → '
+    "model onset</span>"
+    '<span><i class="dot" style="background:var(--ev-speech_started)"></i>speech started</span>'
+    '<span><i class="dot" style="background:var(--ev-end_of_turn)"></i>end of turn</span>'
+    '<span><i class="dot" style="background:var(--ev-transcript)"></i>transcript</span>'
+    '<span><i class="dot" style="background:var(--ev-error)"></i>error</span>'
+    '<span><i class="dot" style="background:var(--ev-context_end)"></i>context end</span>'
+    '<span><i class="dot" style="background:var(--ev-reply_end)"></i>reply end</span>'
+    '<span><i class="sw" style="background:var(--overlap)"></i>late send</span>'
+)
+
+
+def _timeline(s: SessionView) -> str:
+    if s.user is None and s.model is None and not s.markers:
+        return (
+            '<section class="card" id="timeline-card"><div class="alert info">Nothing was '
+            "streamed: the session ended before its first frame.</div></section>"
+        )
+    lanes = (
+        '<div class="lab" style="grid-row:1"></div>'
+        '<div class="lab" style="grid-row:2"><b>events</b>recv · local</div>'
+        '<div class="lab" style="grid-row:3"><b>user</b>Speaker A</div>'
+        '<div class="lab" style="grid-row:4"><b>model</b>reply</div>'
+        '<div class="lab" style="grid-row:5"><b>traffic</b>sent · recv</div>'
+        '<canvas class="draw" id="axis" style="grid-row:1"></canvas>'
+        '<canvas class="draw" id="events" style="grid-row:2"></canvas>'
+        '<canvas class="draw lane" id="lane-user" data-track="user" style="grid-row:3"></canvas>'
+        '<canvas class="draw lane" id="lane-model" data-track="model" style="grid-row:4"></canvas>'
+        '<canvas class="draw" id="traffic" style="grid-row:5"></canvas>'
+        '<div class="over" id="over"><canvas id="overlay"></canvas>'
+        '<div id="hover"></div><div id="playhead"></div></div>'
+    )
+    gain = _gain(s)
+    gain_note = f"<span>amplitude drawn ×{gain:.1f}</span>" if gain > 1.05 else ""
+    return (
+        f'<section class="card" id="timeline-card"><div class="legend">{_LEGEND}{gain_note}</div>'
+        f'<div class="timeline">{lanes}</div>'
+        f'<div class="transport"><span class="clock" id="clock">0.000 s</span>{_players(s)}</div>'
+        '<p class="hint">Click the lanes to seek every player; space plays or pauses, ← → step '
+        'half a second. Hover for times and events.</p></section><div id="tip"></div>'
+    )
+
+
+def _players(s: SessionView) -> str:
+    tracks: list[tuple[str, str, Track | None]] = [
+        ("user", "var(--user)", s.user),
+        ("model", "var(--model)", s.model),
+    ]
+    parts = []
+    for name, fill, track in tracks:
+        parts.append(_player(name, fill, None if track is None else track.samples))
+    if s.user is not None or s.model is not None:
+        empty = np.zeros(0, dtype=np.float32)
+        both = mix(s.user.samples if s.user else empty, s.model.samples if s.model else empty)
+        parts.append(
+            _player("both", "linear-gradient(90deg,var(--user) 50%,var(--model) 50%)", both)
+        )
+    return "".join(parts)
+
+
+def _player(name: str, fill: str, samples: NDArray[np.float32] | None) -> str:
+    caption = f'<figcaption><i class="dot" style="background:{fill}"></i>{name}</figcaption>'
+    if samples is None:
+        return f'<figure class="player">{caption}<span class="hint">no audio</span></figure>'
+    src = wav_data_uri(samples, AUDIO_RATE)
+    return (
+        f'<figure class="player">{caption}<audio controls preload="auto" data-track="{name}" '
+        f'src="{src}"></audio></figure>'
+    )
+
+
+def _gain(s: SessionView) -> float:
+    peak = max(
+        [0, *(max(map(abs, t.envelope.mins + t.envelope.maxs), default=0) for t in _tracks(s))]
+    )
+    return 1.0 if peak == 0 else min(MAX_GAIN, max(1.0, 0.95 * LEVELS / peak))
+
+
+def _tracks(s: SessionView) -> list[Track]:
+    return [t for t in (s.user, s.model) if t is not None]
+
+
+def _data(s: SessionView) -> dict[str, Any]:
+    context_end = next((m.t for m in s.markers if m.kind == "context_end"), None)
+
+    def track(t: Track | None) -> dict[str, Any] | None:
+        if t is None:
+            return None
+        vad = [[round(v.start_s, 3), round(v.end_s, 3)] for v in t.vad]
+        return {"env": t.envelope.to_json(), "vad": vad}
+
+    traffic = s.traffic
+    return {
+        "duration": round(s.duration_s, 6),
+        "gain": round(_gain(s), 3),
+        "tracks": {"user": track(s.user), "model": track(s.model)},
+        "timing": {
+            "speech_end": s.speech_end_s,
+            "onset": s.onset_s,
+            "offset": s.offset_s,
+            "latency": s.row.latency_s,
+            "window_start": s.window_start_s,
+            "context_end": context_end,
+        },
+        "markers": [[m.t, m.kind, m.direction, m.detail] for m in s.markers],
+        "traffic": None
+        if traffic is None
+        else {
+            "bin": traffic.bin_s,
+            "sent": traffic.sent,
+            "received": traffic.received,
+            "voiced": traffic.voiced,
+            "late": [list(x) for x in traffic.late_sends],
+        },
+    }
+
+
+def _kv(rows: list[tuple[str, str]]) -> str:
+    cells = []
+    for key, value in rows:
+        if value == "":
+            cells.append(f'<tr class="group"><td colspan="2">{esc(key)}</td></tr>')
+        else:
+            cells.append(f'<tr><td>{esc(key)}</td><td class="num">{esc(value)}</td></tr>')
+    return f'<table class="kv">{"".join(cells)}</table>'
+
+
+def _metrics(run: RunView, s: SessionView) -> str:
+    r, meta = s.row, s.meta
+    end_note = " (measured by the viewer)" if s.speech_end_measured else ""
+    caps = meta.get("capabilities", {})
+    rows = [
+        ("Outcome", ""),
+        ("status", r.status),
+        ("end reason", r.end_reason),
+        ("attempts", str(r.attempts)),
+        *([("error", r.error)] if r.error else []),
+        ("Timing (on the session timeline)", ""),
+        ("Speaker A's last turn starts", fmt_s(s.window_start_s)),
+        ("Speaker A's speech ends", fmt_s(s.speech_end_s) + end_note),
+        ("model speech onset", fmt_s(s.onset_s)),
+        ("response latency", fmt_ms(r.latency_s)),
+        ("reply duration", fmt_s(r.reply_duration_s, 2)),
+        ("overlap with Speaker A", fmt_s(r.overlap_s, 2)),
+        ("Streaming", ""),
+        ("send error p50 / p99 / max", _send_errors(r.send_p50_ms, r.send_p99_ms, r.send_max_ms)),
+        (
+            "bytes sent / received",
+            f"{fmt_num(r.bytes_sent, '{:,}')} / {fmt_num(r.bytes_received, '{:,}')}",
+        ),
+        ("wall time", fmt_s(r.wall_s, 1)),
+        ("Model", ""),
+        ("model", run.model),
+        ("protocol", str(meta.get("model", {}).get("protocol", "–"))),
+        (
+            "input / output rate",
+            f"{caps.get('input_rate', '–')} / {caps.get('output_rate', '–')} Hz",
+        ),
+    ]
+    return _kv(rows)
+
+
+def _send_errors(*values_ms: float | None) -> str:
+    return " / ".join(fmt_num(v, "{:.2f}") for v in values_ms) + " ms"
+
+
+def _emotions(s: SessionView) -> str:
+    sc = s.scores
+    if sc is None:
+        return ""
+    if s.row.status == "failed":
+        return '<p class="sub">A failed session is not scored (and not counted in N).</p>'
+    verdict = _verdict(sc)
+    if sc.reply is None and sc.reference is None:
+        return verdict
+    values = [v for vec in (sc.reply, sc.reference) if vec for v in vec]
+    scale = max([1e-9, *(abs(v) for v in values)])
+    rows = []
+    for i, e in enumerate(EMOTIONS):
+        tags = "".join(
+            f'<span class="tag {css}">{text}</span>'
+            for css, text, on in (
+                ("lbl", "label", e.name == sc.label),
+                ("top", "reply top", e.name == sc.reply_top),
+                ("rtop", "ref top", e.name == sc.reference_top),
+            )
+            if on
+        )
+        row_css = ' class="label"' if e.name == sc.label else ""
+        rows.append(
+            f'<tr{row_css}><td class="name">{esc(e.display)}{tags}</td>'
+            f"<td>{_bar('reply', sc.reply, i, scale)}</td>"
+            f"<td>{_bar('ref', sc.reference, i, scale)}</td></tr>"
+        )
+    return (
+        f'{verdict}<table class="emotions"><thead><tr><th>emotion</th><th>model reply</th>'
+        f"<th>reference (Speaker B)</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _verdict(sc: EmotionScores) -> str:
+    top = f"Reply's top emotion <b>{esc(sc.reply_top)}</b>"
+    if not sc.label:
+        head = f"{top}; no" if sc.reply is not None else "No"
+        text = f"{head} reference to mirror (not in the MIRRORING metrics)."
+    elif not sc.replied:
+        text = "The model did not reply: a non-match in the metrics."
+    elif sc.reply is None:
+        text = "The reply has no cached score; this sample is left out of N."
+    elif sc.reference is None:
+        text = f"{top}; the reference has no cached score, so it is left out of N."
+    else:
+        text = f"{top}, reference label <b>{esc(sc.label)}</b>."
+    label = {None: "not counted", True: "match", False: "no match"}[sc.match]
+    match = badge(label, {None: "none", True: "yes", False: "no"}[sc.match])
+    return f'<div class="verdict">{match}<span>{text}</span></div>'
+
+
+def _bar(kind: str, vector: tuple[float, ...] | None, i: int, scale: float) -> str:
+    if vector is None:
+        return '<span class="hint">–</span>'
+    v = vector[i]
+    width = max(0.0, v) / scale * 100
+    return (
+        f'<div class="score"><div class="bar {kind}"><i style="width:{width:.1f}%"></i></div>'
+        f"<span>{v:.3f}</span></div>"
+    )
+
+
+def _events_table(s: SessionView) -> str:
+    if not s.markers:
+        return ""
+    rows = "".join(
+        f'<tr data-t="{m.t}"><td class="num">{m.t:.3f}</td><td>{esc(m.direction)}</td>'
+        f'<td><i class="dot" style="background:var(--ev-{esc(_css_kind(m.kind))})"></i>'
+        f'{esc(m.kind)}</td><td class="detail">{esc(m.detail)}</td></tr>'
+        for m in s.markers
+    )
+    return (
+        '<section class="card" id="events-card"><h2>Protocol and session events</h2>'
+        '<div class="scroll"><table class="events"><thead><tr><th class="num">t (s)</th>'
+        f"<th>dir</th><th>kind</th><th>detail</th></tr></thead><tbody>{rows}</tbody></table>"
+        '</div><p class="hint">Audio frames are summarised in the traffic strip; click a row '
+        "to seek there.</p></section>"
+    )
+
+
+_KNOWN = {"speech_started", "speech_stopped", "end_of_turn", "transcript", "error"}
+_KNOWN |= {"context_end", "reply_end", "start"}
+
+
+def _css_kind(kind: str) -> str:
+    return kind if kind in _KNOWN else "other"
