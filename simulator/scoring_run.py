@@ -3,6 +3,10 @@ and cache the scores per scorer in the run directory so a second call is instant
 
 What is scored: the model's reply from its first to its last voiced frame, 16 kHz mono, at most
 30 s; and Speaker B's reference reply, 16 kHz mono, at most 30 s.
+
+A cache holds scores of one precision (``fp32``, ``bf16`` ...; null for a scorer without one, and
+for caches written before precisions were recorded): asking for another precision rescores the
+run, and so does a fresh score that comes back at another precision than the cached ones.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class ScoreLike(Protocol):
     dimensions: Sequence[str]
     values: NDArray[np.float32] | None
     error: str | None
+    precision: str | None
 
 
 Scorer = Callable[[list[NDArray[np.float32]]], Awaitable[Sequence[ScoreLike]]]
@@ -55,6 +60,7 @@ class ScoreOutcome:
     scored: int  # newly scored
     cached: int  # taken from the cache
     errors: dict[str, str]  # key -> why it could not be scored
+    precision: str | None = None  # the one precision of the run's cached scores
 
 
 def cut_reply(
@@ -106,11 +112,14 @@ def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
 
 
 class ScoreCache:
-    """``scores/<scorer>.json`` in a run directory: values per clip key, tied to the clip's digest."""
+    """``scores/<scorer>.json`` in a run directory: values per clip key, tied to the clip's digest,
+    all computed at one ``precision``. Given a ``precision``, a cache made at another one (or
+    recording none) is read as empty; without, the cache is taken at whatever it records."""
 
-    def __init__(self, path: Path, scorer: str) -> None:
+    def __init__(self, path: Path, scorer: str, precision: str | None = None) -> None:
         self.path = path
         self.scorer = scorer
+        self.precision = precision
         self.dimensions: list[str] = []
         self.items: dict[str, dict[str, Any]] = {}
         if path.exists():
@@ -125,6 +134,10 @@ class ScoreCache:
             ) from None
         if data.get("version") != CACHE_VERSION or data.get("scorer") != self.scorer:
             return  # stale format or another scorer: start afresh
+        recorded = data.get("precision")  # absent (None) in caches from before it was recorded
+        if self.precision is not None and recorded != self.precision:
+            return  # made at another precision: start afresh
+        self.precision = recorded
         self.dimensions = list(data["dimensions"])
         self.items = dict(data["items"])
 
@@ -135,9 +148,18 @@ class ScoreCache:
         values: list[float] = item["values"]
         return values
 
-    def put(self, job: ClipJob, dimensions: Sequence[str], values: Sequence[float]) -> None:
+    def put(
+        self,
+        job: ClipJob,
+        dimensions: Sequence[str],
+        values: Sequence[float],
+        precision: str | None = None,
+    ) -> None:
         if self.dimensions and list(dimensions) != self.dimensions:
             self.items.clear()  # the scorer's dimensions changed: older values do not line up
+        if precision != self.precision:
+            self.items.clear()  # never mix precisions (score_run rescores what this drops)
+        self.precision = precision
         self.dimensions = list(dimensions)
         self.items[job.key] = {"digest": job.digest, "values": [float(v) for v in values]}
 
@@ -146,6 +168,7 @@ class ScoreCache:
         data = {
             "version": CACHE_VERSION,
             "scorer": self.scorer,
+            "precision": self.precision,
             "dimensions": self.dimensions,
             "items": self.items,
         }
@@ -168,20 +191,37 @@ def cache_path(run_dir: Path, scorer: str) -> Path:
 
 
 async def score_run(
-    run_dir: Path, scorer: str, score: Scorer, *, batch: int = BATCH
+    run_dir: Path,
+    scorer: str,
+    score: Scorer,
+    *,
+    precision: str | None = None,
+    batch: int = BATCH,
 ) -> ScoreOutcome:
-    """Score every clip of a run that the cache lacks; the cache is saved after every batch."""
+    """Score every clip of a run that the cache lacks; the cache is saved after every batch.
+
+    ``precision`` is the one asked for (None: the scorer's default); a cache at another one is
+    rescored. When the first fresh score comes back at another precision than the cached ones,
+    those are rescored too; fresh scores at two precisions (workers set up differently) are a
+    ConfigError.
+    """
     jobs, errors = collect_clips(run_dir)
-    cache = ScoreCache(cache_path(run_dir, scorer), scorer)
+    cache = ScoreCache(cache_path(run_dir, scorer), scorer, precision)
     todo = [job for job in jobs if cache.get(job) is None]
-    for start in range(0, len(todo), batch):
-        chunk = todo[start : start + batch]
+    fresh: set[str | None] = set()
+    done = 0
+    while done < len(todo):
+        chunk = todo[done : done + batch]
+        done += len(chunk)
         results = await score([job.samples for job in chunk])
         for job, result in zip(chunk, results, strict=True):
             if result.error is not None or result.values is None:
                 errors[job.key] = result.error or "no scores"
-            else:
-                cache.put(job, result.dimensions, result.values.tolist())
+                continue
+            if not fresh and result.precision != cache.precision:
+                todo += [j for j in jobs if cache.get(j) is not None]  # put() drops them
+            _check_one_precision(fresh, result.precision, run_dir, scorer)
+            cache.put(job, result.dimensions, result.values.tolist(), result.precision)
         cache.save()
     if not todo and not cache.path.exists():
         cache.save()
@@ -189,4 +229,17 @@ async def score_run(
         scored=len(todo) - sum(1 for j in todo if j.key in errors),
         cached=len(jobs) - len(todo),
         errors=errors,
+        precision=cache.precision,
     )
+
+
+def _check_one_precision(
+    seen: set[str | None], precision: str | None, run_dir: Path, scorer: str
+) -> None:
+    if seen and precision not in seen:
+        both = " and ".join(str(p) for p in sorted(seen | {precision}, key=str))
+        raise ConfigError(
+            f"{run_dir}: {scorer} scores came back at {both}: the scoring workers run at "
+            "different precisions; start them with the same --precision"
+        )
+    seen.add(precision)

@@ -571,3 +571,17 @@ def test_several_problems_are_reported_together(tmp_path, capsys):
     assert "3 problems in the call listings" in err
     assert "calls.csv:3: field 'id': duplicate call id 'c1'" in err
     assert "calls.csv:4: field 'language'" in err
+
+
+def test_a_precision_the_scorer_cannot_take_is_one_clear_line(tmp_path, capsys):
+    calls = str(tmp_path / "calls.csv")  # never read: the flags are checked first
+    for extra, needle in (
+        ([], "the prosody scorer has no precision option"),
+        (FACTORY, "--precision applies to the registry's scorers, not to --factory"),
+    ):
+        for command in ("build", "validate"):
+            out = ["--out", str(tmp_path / "out")] if command == "build" else []
+            code = main(["benchmark", command, calls, *out, "--precision", "fp32", *extra])
+            err = capsys.readouterr().err
+            assert (code, err) == (2, f"duplexsim: error: {needle}\n")
+    assert not (tmp_path / "out").exists()

@@ -182,3 +182,11 @@ def test_scoring_service_from_the_command_line(tmp_path):
     assert_clean_error(refused, "--insecure", "CURVE")
     keys = duplexsim("scoring", "keys", str(tmp_path / "keys"))
     assert keys.returncode == 0 and (tmp_path / "keys" / "broker.key").exists()
+
+
+def test_score_and_scoring_worker_help_show_the_precision_option():
+    for args in (("score",), ("scoring", "worker"), ("benchmark", "build"), ("demo",)):
+        result = duplexsim(*args, "--help")
+        assert result.returncode == 0, result.stderr
+        assert "--precision {fp32,bf16,fp16}" in result.stdout
+        assert "AMX-BF16" in " ".join(result.stdout.split())

@@ -8,11 +8,16 @@ are only used by the ``live`` / ``gpu`` tests at the end (opt-in).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,11 +25,20 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from scoring.models import load_scorer  # noqa: E402
+from clients.behaviours import behaviour_factory  # noqa: E402
+from clients.pcm_ws.server import start_server  # noqa: E402
+from scoring.models import load_scorer, precision  # noqa: E402
 from scoring.models.base import emotion_matrix  # noqa: E402
 from scoring.models.empathic_insight import EmpathicInsightVoice, head_filename  # noqa: E402
+from scoring.service.api import registry_factory  # noqa: E402
+from simulator.cli import main  # noqa: E402
+from simulator.core.benchmark import load_benchmark  # noqa: E402
 from simulator.core.emotions import HEAD_NAMES  # noqa: E402
 from simulator.core.errors import ConfigError  # noqa: E402
+from simulator.profiles import ModelProfile  # noqa: E402
+from simulator.runner import RunOptions, execute_run  # noqa: E402
+from simulator.scoring_run import cache_path, score_run  # noqa: E402
+from tests.test_runner import SETTINGS, short_benchmark  # noqa: E402
 
 SR = 16000
 D_MODEL = 8
@@ -131,7 +145,7 @@ def scorer(tmp_path_factory: pytest.TempPathFactory, encoder_dir: Path) -> Empat
     root = tmp_path_factory.mktemp("eiv-model")
     shutil.copytree(encoder_dir, root, dirs_exist_ok=True)
     save_heads(root, HEAD_NAMES)
-    return EmpathicInsightVoice(model_path=root, batch_size=3)
+    return EmpathicInsightVoice(model_path=root, batch_size=3, precision="fp32")
 
 
 def speech(seconds: float, *, f0: float = 140.0, seed: int = 0) -> np.ndarray:
@@ -185,7 +199,7 @@ def test_heads_in_a_heads_subfolder(
 ) -> None:
     root = make_checkpoint(subdir="heads")
     assert not list(root.glob("model_*_best.pth"))
-    sub = EmpathicInsightVoice(model_path=root)
+    sub = EmpathicInsightVoice(model_path=root, precision="fp32")
     np.testing.assert_allclose(sub.score(clips[:2]), scorer.score(clips[:2]), atol=TOL)
 
 
@@ -194,7 +208,7 @@ def test_dimension_selection_keeps_the_requested_order(
 ) -> None:
     root = make_checkpoint()
     pick = ["Sadness", "Anger", "Impatience_and_Irritability"]
-    sub = EmpathicInsightVoice(model_path=root, dimensions=pick)
+    sub = EmpathicInsightVoice(model_path=root, dimensions=pick, precision="fp32")
     assert sub.dimensions == tuple(pick)
     full = scorer.score(clips[:2])
     cols = [HEAD_NAMES.index(n) for n in pick]
@@ -216,7 +230,7 @@ def test_orig_mod_prefix_and_large_shapes(
     make_checkpoint: Callable[..., Path], clips: list[np.ndarray]
 ) -> None:
     root = make_checkpoint(prefix="_orig_mod.", p=8, hidden=(8, 6, 4))
-    model = load_scorer("empathic-insight-voice-large", model_path=root)
+    model = load_scorer("empathic-insight-voice-large", model_path=root, precision="fp32")
     assert model.size == "large"  # type: ignore[attr-defined]
     assert model.info["heads"]["Pride"] == [8, 8, 6, 4]  # type: ignore[attr-defined]
     fused = model.score(clips[:3])
@@ -228,7 +242,7 @@ def test_heads_of_mixed_shapes_fuse_in_groups(
 ) -> None:
     root = make_checkpoint(HEAD_NAMES[:6])
     save_heads(root, HEAD_NAMES[6:], p=6, hidden=(5, 4, 3), seed=300)
-    model = EmpathicInsightVoice(model_path=root, batch_size=2)
+    model = EmpathicInsightVoice(model_path=root, batch_size=2, precision="fp32")
     assert len(model._groups) == 2
     fused = model.score(clips)
     np.testing.assert_allclose(fused, model.score_shared_encoder_loop(clips), atol=TOL)
@@ -423,6 +437,197 @@ def test_bf16_runs_close_to_fp32(
     np.testing.assert_allclose(low.score_shared_encoder_loop(clips), bf16, atol=0.05)
 
 
+# ---------------------------------------------------------------------------- precision
+
+
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [
+        ("fpu sse2 avx2 avx512f amx_bf16 amx_tile amx_int8", True),
+        ("fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni", True),
+        ("fpu sse2 avx2 avx512f avx512_vnni avx512_fp16", False),
+        ("", False),
+    ],
+)
+def test_native_bf16_from_cpu_flags(flags: str, native: bool) -> None:
+    assert precision.native_bf16(flags) is native
+
+
+@pytest.fixture
+def cpuinfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Point the cached /proc/cpuinfo reader at a file with the given flags."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the flags are read on Linux only")
+
+    def write(flags: str) -> None:
+        path = tmp_path / "cpuinfo"
+        path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\n")
+        monkeypatch.setattr(precision, "CPUINFO", path)
+        precision.cpu_has_native_bf16.cache_clear()
+
+    yield write
+    precision.cpu_has_native_bf16.cache_clear()
+
+
+def test_cpu_default_is_bf16_only_with_native_bf16(
+    cpuinfo: Callable[[str], None], make_checkpoint: Callable[..., Path]
+) -> None:
+    root = make_checkpoint(["Anger"])
+    cpuinfo("fpu avx2 avx512f amx_bf16")
+    assert precision.default_precision("cpu") == "bf16"
+    assert EmpathicInsightVoice(model_path=root, dimensions="Anger").precision == "bf16"
+    cpuinfo("fpu avx2 avx512f")
+    model = EmpathicInsightVoice(model_path=root, dimensions="Anger")
+    assert model.precision == model.info["precision"] == "fp32"
+    assert precision.default_precision("cuda") == "bf16"
+
+
+def test_unreadable_cpuinfo_or_another_os_means_fp32(
+    cpuinfo: Callable[[str], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpuinfo("amx_bf16")
+    assert precision.cpu_has_native_bf16()
+    monkeypatch.setattr(precision, "CPUINFO", tmp_path / "missing")
+    precision.cpu_has_native_bf16.cache_clear()
+    assert not precision.cpu_has_native_bf16()
+    cpuinfo("amx_bf16")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not precision.cpu_has_native_bf16()  # cache cleared by cpuinfo()
+
+
+def test_precision_reaches_the_scorer_and_prosody_has_none(
+    make_checkpoint: Callable[..., Path],
+) -> None:
+    root = make_checkpoint()
+    model = registry_factory("cpu", root, "fp16")("empathic-insight-voice-small")
+    assert model.precision == "fp16" and model._proj_w.dtype == torch.float16  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"^the prosody scorer has no precision option$"):
+        load_scorer("prosody", precision="fp32")
+    assert load_scorer("prosody", precision=None).precision is None
+    with pytest.raises(ConfigError, match="precision must be one of fp32, bf16, fp16"):
+        load_scorer("empathic-insight-voice-small", model_path=root, precision="int8")
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One session of an echo model: a reply and a reference to score."""
+    root = tmp_path_factory.mktemp("run")
+    bench = load_benchmark(short_benchmark(root / "bench", 1))
+
+    async def record() -> None:
+        server = await start_server(behaviour_factory("echo", hangover_s=0.25))
+        try:
+            profile = ModelProfile(name="fake-echo", protocol="pcm-ws", url=server.url)
+            opts = RunOptions(run_id="echo", runs_dir=root / "runs", settings=SETTINGS, quiet=True)
+            await execute_run(bench, profile, opts)
+        finally:
+            await server.aclose()
+
+    asyncio.run(record())
+    return root / "runs" / "echo"
+
+
+def duplexsim(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_score_precision_is_cached_and_another_one_rescores(
+    recorded_run: Path, make_checkpoint: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, model = recorded_run, ("--model-path", make_checkpoint())
+    cache = cache_path(run, "empathic-insight-voice-small")
+    code, out, err = duplexsim(capsys, "score", run, *model, "--precision", "fp32")
+    assert code == 0, err
+    assert "2 clips scored, 0 from cache" in out and "empathic-insight-voice-small, fp32)" in out
+    fp32 = json.loads(cache.read_text())
+    assert fp32["precision"] == "fp32"
+    assert (
+        "0 clips scored, 2 from cache"
+        in duplexsim(capsys, "score", run, *model, "--precision", "fp32")[1]
+    )
+
+    code, out, err = duplexsim(capsys, "score", run, *model, "--precision", "bf16")
+    assert code == 0, err
+    assert "2 clips scored, 0 from cache" in out and "bf16)" in out
+    bf16 = json.loads(cache.read_text())
+    assert bf16["precision"] == "bf16" and bf16["items"].keys() == fp32["items"].keys()
+    for key, item in fp32["items"].items():  # made anew at bf16: close, not equal
+        assert bf16["items"][key]["values"] != item["values"]
+        np.testing.assert_allclose(bf16["items"][key]["values"], item["values"], atol=0.1)
+    # without --precision a cache that is whole is used at the precision it records
+    code, out, _ = duplexsim(capsys, "score", run, *model)
+    assert "0 clips scored, 2 from cache" in out and "bf16)" in out
+
+    # a cache from before precisions were recorded is stale for an explicit one
+    cache.write_text(json.dumps({k: v for k, v in fp32.items() if k != "precision"}))
+    code, out, _ = duplexsim(capsys, "score", run, *model, "--precision", "fp32")
+    assert "2 clips scored, 0 from cache" in out
+    assert json.loads(cache.read_text())["items"] == fp32["items"]
+
+
+def fake_scorer(*precisions: str) -> Any:
+    """Scores every clip by its length; call k answers at ``precisions[k]``."""
+    answers = iter(precisions)
+
+    async def score(clips: list[np.ndarray]) -> list[SimpleNamespace]:
+        at = next(answers)
+        return [
+            SimpleNamespace(
+                dimensions=("n",), values=np.array([c.size], np.float32), error=None, precision=at
+            )
+            for c in clips
+        ]
+
+    return score
+
+
+def test_scores_of_two_precisions_are_never_mixed_in_a_cache(recorded_run: Path) -> None:
+    first = asyncio.run(score_run(recorded_run, "fake", fake_scorer("fp32")))
+    assert (first.scored, first.cached, first.precision) == (2, 0, "fp32")
+    # an older cache (no precision recorded) lacking one clip: the fresh bf16 score makes the
+    # cached one stale, so it is rescored too
+    path = cache_path(recorded_run, "fake")
+    data = json.loads(path.read_text())
+    del data["precision"], data["items"]["reply/s0"]
+    path.write_text(json.dumps(data))
+    second = asyncio.run(score_run(recorded_run, "fake", fake_scorer("bf16", "bf16"), batch=1))
+    assert (second.scored, second.cached, second.precision) == (2, 0, "bf16")
+    assert json.loads(path.read_text())["precision"] == "bf16"
+    # workers at two precisions within one call: refused, not mixed
+    with pytest.raises(ConfigError, match="came back at bf16 and fp32: the scoring workers"):
+        asyncio.run(
+            score_run(
+                recorded_run,
+                "fake",
+                fake_scorer("fp32", "bf16"),
+                precision="fp32",
+                batch=1,
+            )
+        )
+
+
+def test_prosody_with_an_explicit_precision_is_a_one_line_error(
+    recorded_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = duplexsim(capsys, "score", recorded_run, "--precision", "fp32")
+    assert (code, err) == (2, "duplexsim: error: the prosody scorer has no precision option\n")
+    code, _, err = duplexsim(
+        capsys,
+        "score",
+        recorded_run,
+        "--scorer",
+        "empathic-insight-voice-small",
+        "--endpoint",
+        "tcp://127.0.0.1:1",
+        "--precision",
+        "bf16",
+    )
+    assert code == 2 and err.startswith("duplexsim: error: --precision applies to in-process")
+    assert err.count("\n") == 1
+
+
 # ---------------------------------------------------------------------------- opt-in
 
 
@@ -432,7 +637,7 @@ def test_real_weights_from_model_path() -> None:
     path = os.environ.get("EIV_MODEL_PATH")
     if not path:
         pytest.skip("set EIV_MODEL_PATH to a folder with BUD-E-Whisper and the 12 heads")
-    model = EmpathicInsightVoice(model_path=path)
+    model = EmpathicInsightVoice(model_path=path, precision="fp32")
     clip = speech(4.0)
     fused = model.score([clip])
     np.testing.assert_allclose(fused, model.score_reference_loop([clip]), atol=TOL)

@@ -37,11 +37,13 @@ from scoring.service import (
     create_keys,
     wire,
 )
+from scoring.service.api import ScoreResult, open_scoring
 from scoring.service.batch import Batcher, run_batch
 from scoring.service.cli import load_factory, worker_endpoint_for
 from scoring.service.dispatch import Dispatcher, Send
 from scoring.service.errors import WireError
 from scoring.service.security import is_local_endpoint
+from simulator.cli import main
 from simulator.core.emotions import HEAD_NAMES
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
@@ -288,6 +290,18 @@ def test_reply_round_trip_ok_and_error() -> None:
     )
     back = wire.decode_reply(wire.encode_reply(ok))
     assert back == ok and back.values is not None and list(back.values) == [1.5, -2.0]
+    at = wire.Reply(
+        "r3", "eiv", ok=True, dimensions=("a",), values=np.ones(1, np.float32), precision="bf16"
+    )
+    assert wire.decode_reply(wire.encode_reply(at)).precision == "bf16"
+    header = json.loads(wire.encode_reply(ok)[1])
+    del header["precision"]  # an older worker's reply
+    older = [wire.VERSION, json.dumps(header).encode(), wire.encode_reply(ok)[2]]
+    assert wire.decode_reply(older).precision is None
+    with pytest.raises(WireError, match="'precision' must be a string or null"):
+        wire.decode_reply(
+            [wire.VERSION, json.dumps({**header, "precision": 16}).encode(), older[2]]
+        )
     err = wire.error_reply("r2", "tiny", "busy", "queue full")
     back = wire.decode_reply(wire.encode_reply(err))
     assert (back.ok, back.code, back.retryable, back.error) == (
@@ -549,6 +563,17 @@ def test_run_batch_gives_per_item_errors_and_scores_the_rest_in_one_call() -> No
     assert replies["nan"].code == "invalid-clip" and "NaN" in (replies["nan"].error or "")
     assert replies["long"].code == "invalid-clip" and "too long" in (replies["long"].error or "")
     assert replies["late"].code == "deadline"
+
+
+def test_replies_carry_the_scorers_precision() -> None:
+    class Bf16Scorer(TinyScorer):
+        precision = "bf16"
+
+    requests = [wire.Request.of("r", "tiny", clip(0.1), time.time() + 10)]
+    [plain] = run_batch(TinyScorer(), "tiny", requests, wall=time.time())
+    [low] = run_batch(Bf16Scorer(), "tiny", requests, wall=time.time())
+    assert (plain.precision, low.precision) == (None, "bf16")
+    assert ScoreResult.from_reply(low).precision == "bf16"
 
 
 def test_run_batch_turns_a_scorer_exception_into_item_errors() -> None:
@@ -849,6 +874,39 @@ async def test_local_scoring_has_the_same_api_and_batches_concurrent_calls() -> 
         assert max(local.batch_sizes) > 1
     assert [heads(r.values)[0] for r in results] == pytest.approx([i / 10 for i in range(1, 6)])
     assert (empty.code, nan.code, ok.ok) == ("invalid-clip", "invalid-clip", True)
+
+
+async def test_a_precision_is_for_registry_scorers_in_process() -> None:
+    with pytest.raises(ConfigError, match="not to a factory"):
+        LocalScoring(tiny_factory, precision="bf16")
+    with pytest.raises(ConfigError, match="in-process scoring"):
+        open_scoring("tcp://127.0.0.1:1", precision="fp32")
+    async with LocalScoring(precision="fp32") as local:  # the registry's prosody has none
+        with pytest.raises(ConfigError, match=r"^the prosody scorer has no precision option$"):
+            await local.score([clip(0.1)], "prosody", 5.0)
+
+
+def test_worker_cli_passes_the_precision_and_prosody_refuses_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+    with monkeypatch.context() as m:
+        m.setattr("scoring.service.cli.run_worker", lambda connect, **kw: seen.update(kw))
+        argv = [
+            "scoring",
+            "worker",
+            "--scorer",
+            "empathic-insight-voice-small",
+            "--precision",
+            "fp16",
+        ]
+        assert main(argv) == 0
+    assert seen["precision"] == "fp16"
+    argv = ["scoring", "worker", "--connect", "tcp://127.0.0.1:1", "--precision", "bf16"]
+    assert main(argv) == 2  # the default scorer, prosody, refuses it before connecting
+    assert (
+        capsys.readouterr().err == "duplexsim: error: the prosody scorer has no precision option\n"
+    )
 
 
 def test_cli_helpers() -> None:

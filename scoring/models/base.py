@@ -24,6 +24,10 @@ class EmotionModel(ABC):
 
     name: ClassVar[str]
     comparable_with_mirroring: ClassVar[bool] = False  # True only for the benchmark's own scorer
+    # The precisions it can run at (``load_scorer(precision=)``); empty: it has no such option.
+    precisions: ClassVar[tuple[str, ...]] = ()
+    # The precision its scores are computed at, reported with every score; None: it has none.
+    precision: str | None = None
 
     @property
     @abstractmethod

@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE, EmotionModel
+from scoring.models.precision import default_precision
 from simulator.core.emotions import HEAD_NAMES, emotion_by_name, suggest_emotion
 from simulator.core.errors import ConfigError
 
@@ -113,13 +114,16 @@ class EmpathicInsightVoice(EmotionModel):
     """Empathic-Insight-Voice heads on the BUD-E-Whisper encoder.
 
     Options: ``dimensions`` (head names, a comma-separated string, or ``"all"``; default the 12
-    MIRRORING heads), ``precision`` (``fp32``/``bf16``/``fp16``; default fp32 on CPU, bf16 on
-    CUDA), ``batch_size`` (clips per encoder pass), ``download`` (fetch missing weights from the
-    Hugging Face Hub; off by default), ``cache_dir`` (Hugging Face cache to look in).
+    MIRRORING heads), ``precision`` (``fp32``/``bf16``/``fp16``; default bf16 on CUDA and on a
+    CPU with native bf16, AMX-BF16 or AVX512-BF16, where it is 2.5-2.9x faster than fp32 and
+    matches the GPU workers; else fp32; see ``scoring.models.precision``), ``batch_size`` (clips
+    per encoder pass), ``download`` (fetch missing weights from the Hugging Face Hub; off by
+    default), ``cache_dir`` (Hugging Face cache to look in).
     """
 
     name: ClassVar[str] = "empathic-insight-voice"
     comparable_with_mirroring: ClassVar[bool] = True
+    precisions: ClassVar[tuple[str, ...]] = tuple(PRECISIONS)
 
     def __init__(
         self,
@@ -437,7 +441,7 @@ def _check_device(device: str | torch.device) -> torch.device:
 
 def _check_precision(precision: str | None, device: torch.device) -> str:
     if precision is None:
-        return "fp32" if device.type == "cpu" else "bf16"
+        return default_precision(device.type)
     if precision not in PRECISIONS:
         raise ConfigError(
             f"empathic-insight-voice: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"

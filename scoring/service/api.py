@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from scoring.service.errors import RETRYABLE_CODES, ScoringError
 from scoring.service.wire import Reply
+from simulator.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from scoring.models.base import EmotionModel
@@ -26,7 +27,8 @@ __all__ = ["ScoreResult", "Scoring", "open_scoring", "registry_factory"]
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """One clip's outcome: ``values`` (one per dimension) or ``error`` with its ``code``."""
+    """One clip's outcome: ``values`` (one per dimension) or ``error`` with its ``code``;
+    ``precision`` is what the scorer computed at (None: it has none, or an older worker)."""
 
     scorer: str
     dimensions: tuple[str, ...]
@@ -34,6 +36,7 @@ class ScoreResult:
     error: str | None = None
     code: str | None = None
     retryable: bool = False
+    precision: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -42,7 +45,7 @@ class ScoreResult:
     @classmethod
     def from_reply(cls, reply: Reply) -> ScoreResult:
         if reply.ok:
-            return cls(reply.scorer, reply.dimensions, reply.values)
+            return cls(reply.scorer, reply.dimensions, reply.values, precision=reply.precision)
         return cls(
             reply.scorer,
             reply.dimensions,
@@ -83,27 +86,35 @@ def open_scoring(
     factory: Callable[[str], EmotionModel] | None = None,
     device: str = "cpu",
     model_path: Path | None = None,
+    precision: str | None = None,
 ) -> Scoring:
     """The service at ``endpoint`` (a broker's client endpoint), or, without one, an in-process
     worker that loads scorers with ``factory`` (default ``load_scorer(name, device=,
-    model_path=)``)."""
+    model_path=, precision=)``). ``precision`` (None: each scorer's default) is for in-process
+    scoring only: a service's workers set their own."""
     if endpoint:
+        if precision is not None:
+            raise ConfigError(
+                "a precision applies to in-process scoring; the scoring service's workers set "
+                "their own (duplexsim scoring worker --precision)"
+            )
         from scoring.service.client import ScoringClient
 
         return ScoringClient(endpoint, server_public_key=server_public_key, timeout_s=timeout_s)
     from scoring.service.local import LocalScoring
 
-    return LocalScoring(factory, device=device, model_path=model_path)
+    return LocalScoring(factory, device=device, model_path=model_path, precision=precision)
 
 
 def registry_factory(
-    device: str = "cpu", model_path: Path | None = None
+    device: str = "cpu", model_path: Path | None = None, precision: str | None = None
 ) -> Callable[[str], EmotionModel]:
-    """``name -> load_scorer(name, device=, model_path=)``, importing the registry on first use."""
+    """``name -> load_scorer(name, device=, model_path=, precision=)``, importing the registry on
+    first use. A scorer without a precision option refuses an explicit ``precision``."""
 
     def load(name: str) -> EmotionModel:
         from scoring.models import load_scorer
 
-        return load_scorer(name, model_path=model_path, device=device)
+        return load_scorer(name, model_path=model_path, device=device, precision=precision)
 
     return load

@@ -112,6 +112,13 @@ def _score(model: EmotionModel, scorer: str, requests: list[Request]) -> list[Re
         message = f"{type(e).__name__}: {e}"
         return [error_reply(r.header.id, scorer, SCORER_FAILED, message) for r in requests]
     return [
-        Reply(r.header.id, scorer, ok=True, dimensions=dims, values=scores[k].copy())
+        Reply(
+            r.header.id,
+            scorer,
+            ok=True,
+            dimensions=dims,
+            values=scores[k].copy(),
+            precision=model.precision,
+        )
         for k, r in enumerate(requests)
     ]

@@ -78,6 +78,7 @@ def run_worker(
     scorer_names: Sequence[str],
     device: str = "cpu",
     model_path: Path | None = None,
+    precision: str | None = None,
     max_batch: int = 16,
     max_wait_ms: float = 5.0,
     capacity: int | None = None,
@@ -91,6 +92,8 @@ def run_worker(
     connect:            the broker's worker endpoint (default tcp://127.0.0.1:5556).
     scorer_names:       scorers to serve, e.g. ["empathic-insight-voice-large"].
     device, model_path: passed to ``load_scorer`` (``cuda``, ``cuda:1``, ``cpu``; local weights).
+    precision:          passed to ``load_scorer`` too: ``fp32``, ``bf16`` or ``fp16``; None for
+                        each scorer's default. A scorer without one refuses an explicit value.
     max_batch:          most clips scored in one ``score()`` call.
     max_wait_ms:        longest a request waits for its batch to fill.
     capacity:           requests the broker may hand this worker at once (default 2 x max_batch).
@@ -102,7 +105,9 @@ def run_worker(
     """
     if not scorer_names:
         raise ConfigError("a worker needs at least one scorer name")
-    build = factory or registry_factory(device, model_path)
+    if factory is not None and precision is not None:
+        raise ConfigError("a precision applies to the registry's scorers, not to a factory")
+    build = factory or registry_factory(device, model_path, precision)
     worker = ScoringWorker.from_factory(
         connect,
         list(scorer_names),
@@ -113,7 +118,10 @@ def run_worker(
         heartbeat_s=heartbeat_s,
         server_public_key=server_public_key,
     )
-    names = ", ".join(scorer_names)
+    names = ", ".join(
+        f"{name} ({model.precision})" if model.precision else name
+        for name, model in worker.models.items()
+    )
     print(
         f"scoring worker: serving {names} (batch <= {max_batch}, wait <= {max_wait_ms:g} ms) via {connect}",
         file=out,

@@ -25,6 +25,7 @@ from scoring.service.api import ScoreResult, registry_factory
 from scoring.service.batch import Batch, Batcher, run_batch
 from scoring.service.errors import BAD_REQUEST, SCORER_FAILED, TIMEOUT, WireError
 from scoring.service.wire import Reply, Request, error_reply
+from simulator.core.errors import ConfigError
 
 __all__ = ["LocalScoring"]
 
@@ -33,7 +34,8 @@ _Item = tuple["asyncio.Future[Reply]", Request]
 
 class LocalScoring:
     """In-process scoring. ``factory(name)`` builds a scorer (default: ``load_scorer`` with
-    ``device`` and ``model_path``); ``max_batch`` / ``max_wait_ms`` as for a service worker."""
+    ``device``, ``model_path`` and ``precision``, None for each scorer's default); ``max_batch``
+    / ``max_wait_ms`` as for a service worker."""
 
     def __init__(
         self,
@@ -41,11 +43,14 @@ class LocalScoring:
         *,
         device: str = "cpu",
         model_path: Path | None = None,
+        precision: str | None = None,
         max_batch: int = 16,
         max_wait_ms: float = 2.0,
         deadline_grace_s: float = 1.0,
     ) -> None:
-        self._factory = factory or registry_factory(device, model_path)
+        if factory is not None and precision is not None:
+            raise ConfigError("a precision applies to the registry's scorers, not to a factory")
+        self._factory = factory or registry_factory(device, model_path, precision)
         self.deadline_grace_s = deadline_grace_s
         self._models: dict[str, EmotionModel] = {}
         self._loading: dict[str, asyncio.Future[EmotionModel]] = {}

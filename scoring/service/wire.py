@@ -11,8 +11,12 @@ A reply is three frames::
 
     [b"DSCORE/1", header, scores]
     header  = UTF-8 JSON {"id": str, "scorer": str, "ok": bool, "error": str | null,
-                          "code": str | null, "retryable": bool, "dimensions": [str, ...]}
+                          "code": str | null, "retryable": bool, "dimensions": [str, ...],
+                          "precision": str | null}
     scores  = len(dimensions) little-endian float32 values when ok, else empty
+
+``precision`` is the numeric precision the worker's scorer computed at (``fp32``, ``bf16`` ...;
+null for a scorer without one). It is optional: older workers do not send it (read as null).
 
 The deadline is absolute unix time so it means the same on every machine (up to clock skew).
 Unknown header fields are ignored, so version 1 can grow optional fields; anything else that is
@@ -105,6 +109,7 @@ class Reply:
     error: str | None = None
     code: str | None = None
     retryable: bool = False
+    precision: str | None = None
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -228,6 +233,7 @@ def encode_reply(reply: Reply) -> list[bytes]:
         "code": reply.code,
         "retryable": reply.retryable,
         "dimensions": list(reply.dimensions),
+        "precision": reply.precision,
     }
     return [VERSION, _dump(header), scores]
 
@@ -244,6 +250,9 @@ def decode_reply(frames: Sequence[bytes]) -> Reply:
         raise WireError("header field 'error' must be a string or null")
     if code is not None and not isinstance(code, str):
         raise WireError("header field 'code' must be a string or null")
+    precision = obj.get("precision")
+    if precision is not None and not isinstance(precision, str):
+        raise WireError("header field 'precision' must be a string or null")
     values: NDArray[np.float32] | None = None
     if ok:
         if len(frames[2]) != len(dims) * _WIRE_DTYPE.itemsize:
@@ -260,6 +269,7 @@ def decode_reply(frames: Sequence[bytes]) -> Reply:
         error=error,
         code=code,
         retryable=_flag(obj, "retryable"),
+        precision=precision,
     )
 
 

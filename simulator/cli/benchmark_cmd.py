@@ -237,6 +237,7 @@ def _open_scoring(args: argparse.Namespace) -> Scoring:
         server_public_key=str(args.server_key) if args.server_key else None,
         device=args.device,
         model_path=args.model_path,
+        precision=args.precision,
         factory=load_factory(args.factory) if args.factory else None,
     )
 

@@ -13,7 +13,12 @@ import time
 from pathlib import Path
 
 from simulator.cli.run_cmd import add_session_arguments, run_options
-from simulator.cli.score_cmd import add_scorer_arguments, report_runs, score_runs
+from simulator.cli.score_cmd import (
+    add_scorer_arguments,
+    report_runs,
+    resolve_scorer_name,
+    score_runs,
+)
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.fakes import FakeModelProcess
@@ -46,6 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if not args.no_score:
+        resolve_scorer_name(args)  # a scoring flag that does not fit fails now, not after the run
     bench = load_benchmark(args.benchmark)
     if args.limit is not None:
         if args.limit < 1:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from scoring.models.precision import PRECISIONS
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import score_run
 
@@ -45,6 +46,13 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     g.add_argument("--device", default="cpu", help="cpu or cuda:N (in-process scoring)")
     g.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="Empathic-Insight-Voice precision, in-process scoring (default: bf16 on CUDA and on "
+        "CPUs with AMX-BF16 or AVX512-BF16, else fp32; see docs/scorers.md); scores cached "
+        "at another precision are rescored; prosody has none",
+    )
+    g.add_argument(
         "--endpoint",
         help="scoring service address, e.g. tcp://gpu-host:5555 (default: score in this process)",
     )
@@ -56,9 +64,22 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_scorer_name(args: argparse.Namespace) -> str:
+    """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
+    ``--factory`` (benchmark commands)."""
+    from scoring.models import check_precision
+
+    name = "empathic-insight-voice-small" if args.model_path else "prosody"
     if args.scorer != AUTO:
-        return str(args.scorer)
-    return "empathic-insight-voice-small" if args.model_path else "prosody"
+        name = str(args.scorer)
+    if args.precision is not None and args.endpoint:
+        raise ConfigError(
+            "--precision applies to in-process scoring; give it to the scoring workers "
+            "(duplexsim scoring worker --precision)"
+        )
+    if args.precision is not None and getattr(args, "factory", None):
+        raise ConfigError("--precision applies to the registry's scorers, not to --factory")
+    check_precision(name, args.precision)
+    return name
 
 
 async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
@@ -70,6 +91,7 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
         server_public_key=str(args.server_key) if args.server_key else None,
         device=args.device,
         model_path=args.model_path,
+        precision=args.precision,
     )
 
     async def score(clips: list[np.ndarray]) -> Sequence[Any]:
@@ -79,10 +101,11 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     try:
         for run_dir in run_dirs:
             started = time.monotonic()
-            outcome = await score_run(run_dir, name, score)
+            outcome = await score_run(run_dir, name, score, precision=args.precision)
+            at = f", {outcome.precision}" if outcome.precision else ""
             lines.append(
                 f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
-                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name})"
+                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
     finally:

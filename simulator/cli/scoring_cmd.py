@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from scoring.models.precision import PRECISIONS
+
 __all__ = ["register"]
 
 
@@ -62,6 +64,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     worker.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     worker.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
+    worker.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="Empathic-Insight-Voice precision (default: bf16 on CUDA and on CPUs with "
+        "AMX-BF16 or AVX512-BF16, else fp32; see docs/scorers.md); prosody has none",
+    )
     worker.add_argument("--max-batch", type=int, default=16)
     worker.add_argument("--max-wait-ms", type=float, default=5.0)
     worker.add_argument(
@@ -107,6 +115,7 @@ def _worker(args: argparse.Namespace) -> int:
         scorer_names=args.scorer or ["prosody"],
         device=args.device,
         model_path=args.model_path,
+        precision=args.precision,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
         capacity=args.capacity,
