@@ -42,6 +42,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scoring.models.empathic_insight import EmpathicInsightVoice
+from scoring.models.precision import default_precision
 from simulator.core.emotions import HEAD_NAMES
 
 SR = 16000
@@ -288,6 +289,20 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"fused fp32 / (b): {med['shared'] / med['fused_fp32']:.2f}x (target >= 1.5x); "
         f"fused bf16 / (b): {med['shared'] / med['fused_bf16']:.2f}x"
+    )
+    mode = default_precision("cpu")
+    default_key = "fused_bf16" if mode == "bf16" else "fused_fp32"
+    results["default_cpu_precision"] = mode
+    results["default_vs_shared"] = med["shared"] / med[default_key]
+    print(
+        f"default CPU mode on this machine: {mode}; fused in it / (b): "
+        f"{results['default_vs_shared']:.2f}x (target >= 1.5x); its largest deviation from fp32: "
+        + (
+            f"{dev['bf16_vs_fused_fp32']:.4f} on the scores, {dev['bf16_proj_rel']:.4f} x std "
+            "at the proj output"
+            if mode == "bf16"
+            else "none (fp32)"
+        )
     )
     for name in ("stages_fp32", "stages_bf16"):
         s = results[name]
