@@ -166,13 +166,16 @@ def resample(samples: npt.NDArray[Any], from_rate: int, to_rate: int) -> FloatAr
 def float_to_pcm16(samples: npt.NDArray[Any]) -> bytes:
     """Float samples -> little-endian int16 bytes; NaN becomes silence, the rest is clipped."""
     # One scale (32768) both ways, as libsndfile uses, so int16 -> float -> int16 is exact.
-    # This runs for every frame of every session: in-place float64 work, no temporaries.
+    # This runs for every frame of every session: in-place float64 work, no temporaries, and
+    # ufuncs rather than np.clip (whose Python-level checks cost more than the work on 20 ms).
     scaled = np.array(samples, dtype=np.float64, copy=True).ravel()
     scaled *= 32768.0
     np.rint(scaled, out=scaled)
-    np.clip(scaled, -32768.0, 32767.0, out=scaled)
-    if np.isnan(scaled).any():
-        scaled[np.isnan(scaled)] = 0.0
+    np.minimum(scaled, 32767.0, out=scaled)
+    np.maximum(scaled, -32768.0, out=scaled)
+    nan = np.isnan(scaled)
+    if nan.any():
+        scaled[nan] = 0.0
     return scaled.astype("<i2").tobytes()
 
 
