@@ -79,8 +79,8 @@ def _demo(args: argparse.Namespace) -> int:
             f"{paths['json'].name} and the PNG plots beside it)"
         )
     print(
-        f"\nruns written to {args.runs_dir}/{prefix}-*; replay one with "
-        f"`duplexsim replay {run_dirs[0]}`"
+        f"\nruns written to {args.runs_dir}/{prefix}-*; look at its sessions in a browser with "
+        f"`duplexsim view {run_dirs[0]}`, replay them with `duplexsim replay {run_dirs[0]}`"
     )
     return 1 if any(s.failed for s in summaries) else 0
 
