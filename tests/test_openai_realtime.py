@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from clients.faults import Faults
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.client import OpenAIRealtimeClient
 from clients.openai_realtime.config import RealtimeOptions
+from clients.openai_realtime.fake_response import BURST_S, SPEEDUP
 from clients.openai_realtime.protocol import (
     ClientProtocol,
     classify_error,
@@ -452,7 +454,7 @@ def placed(answers: list[tuple[int, dict[str, Any]]]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("latency_s", [0.4, 0.8])
-def test_fake_sends_the_reply_in_one_burst_where_it_starts(latency_s: float) -> None:
+def test_fake_sends_a_short_reply_in_one_burst_where_it_starts(latency_s: float) -> None:
     server, _ = fake("delayed-echo", params={"latency_s": latency_s, "hangover_s": 0.25})
     x = speech_24k()
     answers = feed(server, x)
@@ -460,7 +462,7 @@ def test_fake_sends_the_reply_in_one_burst_where_it_starts(latency_s: float) -> 
     assert kinds[:2] == ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"]
     assert kinds[-1] == "response.done" and kinds.count("response.created") == 1
     burst = {n for n, m in answers if m["type"].startswith(("response.", "rate_limits."))}
-    assert len(burst) == 1  # the whole reply answers one chunk: faster than real time
+    assert len(burst) == 1  # a reply under BURST_S answers one chunk: faster than real time
     deltas = [m for _, m in answers if m["type"] == "response.output_audio.delta"]
     assert all(len(base64.b64decode(m["delta"])) <= 2 * 2400 for m in deltas)  # <= 100 ms each
     e = speech_end(x, RATE)
@@ -655,3 +657,57 @@ async def test_handshake_refusals_name_what_to_check() -> None:
             ).connect()
     finally:
         await server.aclose()
+
+
+def long_reply_fake(utterance_s: float) -> ServerProtocol:
+    voice = voiced_signal(utterance_s, RATE, f0=200.0)
+    server, _ = fake("neutral", params={"utterance": voice, "hangover_s": 0.25})
+    return server
+
+
+def test_fake_generates_a_long_reply_four_times_faster_than_real_time() -> None:
+    server = long_reply_fake(2.0)
+    answers = feed(server, speech_24k(tail_s=3.0))
+    [n0] = [n for n, m in answers if m["type"] == "response.created"]
+    deltas = [n for n, m in answers if m["type"] == "response.output_audio.delta"]
+    total = len(deltas)
+    assert total in (20, 21)  # 2 s, and the lead-in silence up to the reply's first sample
+    finished = None
+    for k in range(16):  # once chunk n0 + k is in: BURST_S, then 4 x 20 ms per 20 ms of input
+        due = min(total, math.ceil((BURST_S + SPEEDUP * (k + 1) * 0.02) / 0.1 - 1e-9))
+        assert sum(1 for n in deltas if n <= n0 + k) == due, k
+        if due == total and finished is None:
+            finished = n0 + k
+    [done] = [n for n, m in answers if m["type"] == "response.done"]
+    assert done == max(deltas) == finished
+    # the listener still hears the reply start where the behaviour put it
+    heard = placed(answers)
+    start = round(float(np.flatnonzero(np.abs(heard) > 0.01)[0]))
+    assert abs(start - n0 * FRAME) < FRAME
+
+
+def test_fake_cancels_a_response_being_generated() -> None:
+    server = long_reply_fake(6.0)
+    x = speech_24k(tail_s=3.0)
+    answers = feed(server, x, until=lambda: server.responses == 1)
+    assert answers[-1][1]["type"] == "response.output_audio.delta"
+    [*_, done] = texts(server.receive_text('{"type":"response.cancel"}'))
+    assert done["type"] == "response.done" and done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"]["reason"] == "client_cancelled"
+    later = feed(server, np.zeros(RATE, np.float32))
+    assert not [m for _, m in later if m["type"].startswith("response.")]  # nothing more
+    [again] = texts(server.receive_text('{"type":"response.cancel"}'))
+    assert again["error"]["code"] == "response_cancel_not_active"
+
+
+def test_user_speech_interrupts_a_response_being_generated() -> None:
+    server = long_reply_fake(6.0)
+    feed(server, speech_24k(tail_s=1.0), until=lambda: server.responses == 1)
+    answers = feed(server, speech_24k(lead_s=0.1, tail_s=0.2))  # talks over the reply
+    kinds = [m["type"] for _, m in answers]
+    assert "input_audio_buffer.speech_started" in kinds
+    [done] = [m for _, m in answers if m["type"] == "response.done"]
+    assert done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"]["reason"] == "turn_detected"
+    after = kinds.index("response.done")
+    assert "response.output_audio.delta" not in kinds[after:]

@@ -3,12 +3,15 @@
 A reference behaviour hears every ``input_audio_buffer.append`` as it arrives (media time, at the
 session's input rate). Its ``Step`` flags become ``input_audio_buffer.speech_started`` /
 ``speech_stopped`` when server VAD is on. When it decides on a reply, the reply is sent the way
-the real API sends one, faster than real time: ``response.created``, the whole audio as 100 ms
-``response.output_audio.delta`` events in one burst, then the ``.done`` events and
-``response.done``. The burst goes out with the input chunk in which the reply starts in media time
-(not when it was decided), led by the silence between that chunk's start and the reply's first
-sample, so a listener who plays each chunk at max(arrival, end of the previous) hears the reply
-start exactly where the behaviour put it: E + latency for ``delayed-echo``.
+the real API sends one, faster than real time (``fake_response``): ``response.created``, the
+first second of audio as 100 ms ``response.output_audio.delta`` events at once, the rest four
+times faster than the input arrives, then the ``.done`` events and ``response.done``. The first
+burst goes out with the input chunk in which the reply starts in media time (not when it was
+decided), led by the silence between that chunk's start and the reply's first sample, so a
+listener who plays each chunk at max(arrival, end of the previous) hears the reply start exactly
+where the behaviour put it: E + latency for ``delayed-echo``. A response still being generated is
+cancelled by ``response.cancel`` or, with ``interrupt_response``, by the user's speech
+(``response.done`` with status ``cancelled``).
 
 With turn detection off the behaviour still tracks turns, but no VAD events are sent and a reply
 goes out only after ``input_audio_buffer.commit`` and ``response.create`` (an empty response when
@@ -31,12 +34,12 @@ from clients.behaviours.base import FloatArray
 from clients.faults import Faults
 from clients.openai_realtime import fake_session
 from clients.openai_realtime.events import BETA_ALIASES
+from clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
 from clients.serveractions import Action, Burst, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
 
-CHUNK_S = 0.1  # reply audio per output_audio.delta
 _GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
 _PING_EVERY_MS = 1000  # xai dialect only
 
@@ -72,7 +75,8 @@ class ServerProtocol:
         self._behaviour: Behaviour | None = None
         self._received = 0  # input samples, all told
         self._buffered = 0  # input samples since the last commit or clear
-        self._pending: tuple[int, FloatArray] | None = None  # decided, not yet sent
+        self._pending: tuple[int, FloatArray] | None = None  # decided, not yet started
+        self._playing: FakeResponse | None = None  # started, not yet generated whole
         self._captured = False  # the behaviour's current reply is already pending or sent
         self._armed = 0  # response.create requests not yet answered
         self._turn_open = False
@@ -166,7 +170,7 @@ class ServerProtocol:
         faulted = self._media_faults()
         if faulted:
             return faulted
-        actions = self._listen(behaviour, samples, c0)
+        actions = self._listen(behaviour, samples, c0) + self._generate()
         return actions + self._ping() + self._malformed()
 
     def _commit(self, obj: dict[str, Any]) -> list[Action]:
@@ -197,7 +201,8 @@ class ServerProtocol:
         return []  # answered when the behaviour's reply starts in media time
 
     def _response_cancel(self, obj: dict[str, Any]) -> list[Action]:
-        # every response goes out in one burst, so none is ever in progress
+        if self._playing is not None:
+            return self._cancel("client_cancelled")
         message = "Cancellation failed: no active response found"
         return [self._error("response_cancel_not_active", message, None, obj.get("event_id"))]
 
@@ -221,6 +226,8 @@ class ServerProtocol:
             # detected speech stands in for the onset, which the behaviour keeps to itself
             padding = int(td.get("prefix_padding_ms", 300))
             actions.append(self._speech("speech_started", max(0, self._ms(c0) - padding)))
+            if self._playing is not None and td.get("interrupt_response", True) is not False:
+                actions += self._cancel("turn_detected")
         if td is not None and step.speech_stopped:
             actions.append(self._speech("speech_stopped", self._ms(b.turns[-1].decided)))
             self._buffered = 0
@@ -248,54 +255,96 @@ class ServerProtocol:
     # --- server events ---------------------------------------------------------------------
 
     def _respond(self, c0: int) -> list[Action]:
-        """The whole reply in one burst; silence first up to its first sample (when after c0)."""
+        """Start the pending reply: the leading events and the first burst of audio, led by the
+        silence between ``c0`` and the reply's first sample; ``_generate`` sends the rest."""
         assert self._pending is not None
         at, audio = self._pending
         self._pending = None
         self._armed = max(0, self._armed - 1)
+        actions = self._finish_now()
         self.responses += 1
+        rate = fake_session.input_rate(self._session)
         lead = np.zeros(max(0, at - c0), dtype=np.float32)
         pcm = float_to_pcm16(np.concatenate((lead, audio)))
-        n = self.responses
-        rid, iid = f"resp_{n}", f"item_resp_{n}"
-        rate = fake_session.input_rate(self._session)
-        step = 2 * round(CHUNK_S * rate)
-        ids = {"response_id": rid, "item_id": iid, "output_index": 0, "content_index": 0}
         said = f"({len(audio) / rate:.2f} s of reply audio)"
-        item = {"id": iid, "object": "realtime.item", "type": "message", "role": "assistant"}
-        actions: list[Action] = [
-            self._event("response.created", response=self._response(rid, "in_progress", [])),
+        resp = FakeResponse(self.responses, pcm, rate, min(c0, self._received), said)
+        item = self._item(resp, None)
+        actions += [
+            self._event("response.created", response=self._response(resp.rid, "in_progress", [])),
             self._event("rate_limits.updated", rate_limits=_RATE_LIMITS),
-            self._event("response.output_item.added", response_id=rid, output_index=0, item=item),
+            self._event(
+                "response.output_item.added", response_id=resp.rid, output_index=0, item=item
+            ),
             self._event("conversation.item.added", item=item),
-            self._event("response.content_part.added", **ids, part={"type": "audio"}),
+            self._event("response.content_part.added", **resp.ids, part={"type": "audio"}),
+        ]
+        self._playing = resp
+        return actions + self._generate()
+
+    def _generate(self) -> list[Action]:
+        """The audio generated since the last call; the closing events once it is all out."""
+        resp = self._playing
+        if resp is None:
+            return []
+        first = resp.sent == 0
+        chunks = resp.due(self._received)
+        # encoded as they go out, so a burst's first delta does not wait for the rest
+        actions: list[Action] = [Burst(self._deltas(resp, chunks, first))] if chunks else []
+        if resp.generated:
+            self._playing = None
+            actions.append(Burst(self._closing(resp, "completed", None)))
+        return actions
+
+    def _deltas(
+        self, resp: FakeResponse, chunks: list[bytes], first: bool
+    ) -> Iterator[str | bytes]:
+        for i, chunk in enumerate(chunks):
+            delta = base64.b64encode(chunk).decode("ascii")
+            yield self._event("response.output_audio.delta", **resp.ids, delta=delta).message
+            if first and i == 0:
+                said = resp.said
+                yield self._event(
+                    "response.output_audio_transcript.delta", **resp.ids, delta=said
+                ).message
+
+    def _closing(
+        self, resp: FakeResponse, status: str, reason: str | None
+    ) -> Iterator[str | bytes]:
+        item = self._item(resp, "completed" if status == "completed" else "incomplete")
+        for send in (
+            self._event("response.output_audio.done", **resp.ids),
+            self._event("response.output_audio_transcript.done", **resp.ids, transcript=resp.said),
+            self._event("response.content_part.done", **resp.ids, part={"type": "audio"}),
+            self._event(
+                "response.output_item.done", response_id=resp.rid, output_index=0, item=item
+            ),
+            self._event("conversation.item.done", item=item),
+            self._response_done(resp.rid, [item], status, reason),
+        ):
+            yield send.message
+
+    def _cancel(self, reason: str) -> list[Action]:
+        """Stop the response being generated: what was sent is all the client gets."""
+        resp, self._playing = self._playing, None
+        assert resp is not None
+        return [Burst(self._closing(resp, "cancelled", reason))]
+
+    def _finish_now(self) -> list[Action]:
+        """A new response while one is still generated (never with the reference behaviours):
+        the old one goes out whole first."""
+        resp, self._playing = self._playing, None
+        if resp is None:
+            return []
+        rest = resp.due(2**62)  # everything left
+        return [
+            Burst(self._deltas(resp, rest, False)),
+            Burst(self._closing(resp, "completed", None)),
         ]
 
-        def rest() -> Iterator[str | bytes]:
-            for i in range(0, len(pcm), step):
-                delta = base64.b64encode(pcm[i : i + step]).decode("ascii")
-                yield self._event("response.output_audio.delta", **ids, delta=delta).message
-                if i == 0:
-                    transcript = self._event(
-                        "response.output_audio_transcript.delta", **ids, delta=said
-                    )
-                    yield transcript.message
-            done_item = {**item, "status": "completed"}
-            for send in (
-                self._event("response.output_audio.done", **ids),
-                self._event("response.output_audio_transcript.done", **ids, transcript=said),
-                self._event("response.content_part.done", **ids, part={"type": "audio"}),
-                self._event(
-                    "response.output_item.done", response_id=rid, output_index=0, item=done_item
-                ),
-                self._event("conversation.item.done", item=done_item),
-                self._response_done(rid, [done_item]),
-            ):
-                yield send.message
-
-        # the reply is encoded as it goes out, so its first delta does not wait for the rest
-        actions.append(Burst(rest()))
-        return actions
+    @staticmethod
+    def _item(resp: FakeResponse, status: str | None) -> dict[str, Any]:
+        item = {"id": resp.iid, "object": "realtime.item", "type": "message", "role": "assistant"}
+        return item if status is None else {**item, "status": status}
 
     def _respond_empty(self) -> list[Action]:
         self._armed = max(0, self._armed - 1)
@@ -306,9 +355,17 @@ class ServerProtocol:
             self._response_done(rid, []),
         ]
 
-    def _response_done(self, rid: str, output: list[dict[str, Any]]) -> Send:
+    def _response_done(
+        self,
+        rid: str,
+        output: list[dict[str, Any]],
+        status: str = "completed",
+        reason: str | None = None,
+    ) -> Send:
         usage = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0}
-        response = {**self._response(rid, "completed", output), "usage": usage}
+        response = {**self._response(rid, status, output), "usage": usage}
+        if reason is not None:
+            response["status_details"] = {"type": status, "reason": reason}
         extra = {"usage": usage} if self._dialect == "xai" else {}
         return self._event("response.done", response=response, **extra)
 
