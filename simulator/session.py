@@ -256,6 +256,8 @@ class _Session:
         (a frame the source delivers late goes out as soon as it is there)."""
         live = self.live
         n = 0
+        if live is None and len(self.frames) == 0:
+            await self._end_turn(0)  # an empty context: the turn is over before it began
         while not self.done.is_set():
             chunk = await live.read() if live is not None else None
             due = self.t0 + self.schedule.due(n)

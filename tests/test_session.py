@@ -107,3 +107,17 @@ async def test_server_faults_end_the_session_with_a_reason(faults, reason, retry
     assert loop.time() - started < 5.0
     if reason == "rate-limited":
         assert out.retry_after_s == pytest.approx(0.2)
+
+
+async def test_an_empty_context_ends_the_turn_at_once():
+    """Nothing to send: the turn is over at T0 (logged, and committed for manual-commit models)."""
+    server = await start_server(behaviour_factory("silent"))
+    try:
+        client = PcmWsClient(ClientConfig(url=server.url, connect_timeout_s=2.0))
+        out = await run_session(client, np.zeros(0, np.float32), SETTINGS)
+    finally:
+        await server.aclose()
+    assert out.status == "no-reply" and out.error is None
+    [end] = [e for e in out.events if e["kind"] == "context_end"]
+    assert end["t"] < 0.05
+    assert out.send.frames * 0.02 == pytest.approx(1.0, abs=0.1)  # just the reply timeout
