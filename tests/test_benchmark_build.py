@@ -183,14 +183,16 @@ def test_turns_merge_and_backchannels():
 
 def test_context_start_is_the_pause_boundary_closest_to_the_target():
     points = (0.0, 0.3, 2.4, 4.6, 6.3)
-    assert context_start(6.0, points, TurnConfig(context_s=3.0)) == 2.4  # 3.6 s beats 1.4 s
-    assert context_start(6.0, points, TurnConfig(context_s=10.0)) == 0.0  # the longest, 6 s
+    # A's turn 4.8-6.0: 3.6 s (from 2.4) beats 1.4 s (from 4.6)
+    assert context_start(4.8, 6.0, points, TurnConfig(context_s=3.0)) == 2.4
+    assert context_start(4.8, 6.0, points, TurnConfig(context_s=10.0)) == 0.0  # the longest, 6 s
     # equally far from the target: the shorter context wins
-    assert context_start(10.0, (6.5, 7.5), TurnConfig(context_s=3.0)) == 7.5
+    assert context_start(8.0, 10.0, (6.5, 7.5), TurnConfig(context_s=3.0)) == 7.5
     # nothing further back than max_context_s (default 1.5 x context_s = 4.5 s)
-    assert context_start(20.0, (0.0, 18.0), TurnConfig(context_s=3.0)) == 18.0
-    assert context_start(10.0, (0.0,), TurnConfig(context_s=3.0)) is None
-    assert context_start(10.0, (0.0,), TurnConfig(context_s=3.0, max_context_s=10.0)) == 0.0
+    assert context_start(18.2, 20.0, (0.0, 18.0), TurnConfig(context_s=3.0)) == 18.0
+    assert context_start(9.0, 10.0, (0.0,), TurnConfig(context_s=3.0)) is None
+    cfg = TurnConfig(context_s=3.0, max_context_s=10.0)
+    assert context_start(9.0, 10.0, (0.0,), cfg) == 0.0
     with pytest.raises(ValueError, match="lead_s"):
         TurnConfig(lead_s=0.5, boundary_pause_s=0.3)
 
@@ -585,3 +587,193 @@ def test_a_precision_the_scorer_cannot_take_is_one_clear_line(tmp_path, capsys):
             err = capsys.readouterr().err
             assert (code, err) == (2, f"duplexsim: error: {needle}\n")
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------- review fixes
+
+
+def _one_line_error(capsys, argv: list[str], needle: str) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("duplexsim: error: ") and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["listing-folder", "above", "audio-folder"])
+def test_out_holding_the_inputs_is_refused_even_with_overwrite(tmp_path, capsys, where):
+    root = tmp_path / "corpus"
+    audio = root / "wavs"
+    row = {"id": "c1", "language": "en"} | write_call(
+        audio, "c1", call_audio(CALL, CALL_S), stereo=True
+    )
+    row["audio"] = "wavs/" + row["audio"]
+    listing = write_listing(root / "calls.csv", [row])
+    out = {"listing-folder": root, "above": tmp_path, "audio-folder": audio}[where]
+    before = digest(tmp_path)
+    argv = ["benchmark", "build", str(listing), "--out", str(out), "--overwrite", "--quiet"]
+    what = "the call audio" if where == "audio-folder" else "the call listing"
+    _one_line_error(capsys, [*argv, *FACTORY], f"{out}: holds {what}")
+    assert digest(tmp_path) == before  # the recordings survive
+    # a folder inside the inputs' folder that holds none of them is fine
+    assert main([*argv[:3], "--out", str(root / "bench"), "--overwrite", "--quiet", *FACTORY]) == 0
+    assert (root / "bench" / "manifest.jsonl").exists() and (audio / "c1.wav").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"id": "c1", "language": "en", "audio": "a\\u0000.wav"}\n', "audio"),
+        ('{"id": "c1", "language": "en", "a": "' + "x" * 300 + '.wav", "b": "b.wav"}\n', "a"),
+    ],
+    ids=["nul-byte", "name-too-long"],
+)
+def test_impossible_paths_are_problems(tmp_path, capsys, text, field):
+    _mono(tmp_path / "b.wav")
+    (tmp_path / "calls.jsonl").write_text(text)
+    for command in ("build", "validate"):
+        extra = ["--out", str(tmp_path / "out")] if command == "build" else []
+        argv = ["benchmark", command, str(tmp_path / "calls.jsonl"), *extra, "--quiet", *FACTORY]
+        _one_line_error(capsys, argv, f"calls.jsonl:1: field '{field}': invalid path")
+    assert not (tmp_path / "out").exists()
+
+
+def test_csv_errors_and_duplicate_columns_are_problems(tmp_path, capsys):
+    _stereo(tmp_path / "stereo.wav")
+    cases = [
+        (
+            "id,language,audio\nc1,en," + "x" * 200_000 + "\n",
+            "big.csv:2: cannot parse CSV: field larger than field limit",
+        ),
+        (
+            "id,language,audio,audio\nc1,en,stereo.wav,stereo.wav\n",
+            "dup.csv:1: field 'audio': duplicate column",
+        ),
+        (
+            '{"id": "c1", "language": "en", "audio": "stereo.wav", "audio": "x.wav"}\n',
+            "dup.jsonl:1: field 'audio': duplicate key",
+        ),
+    ]
+    for (text, needle), name in zip(cases, ("big.csv", "dup.csv", "dup.jsonl"), strict=True):
+        (tmp_path / name).write_text(text)
+        for command in ("build", "validate"):
+            extra = ["--out", str(tmp_path / "out")] if command == "build" else []
+            argv = ["benchmark", command, str(tmp_path / name), *extra, "--quiet", *FACTORY]
+            _one_line_error(capsys, argv, needle)
+    assert not (tmp_path / "out").exists()
+
+
+def test_unwritable_outputs_are_one_clear_line(tmp_path, capsys):
+    listing = corpus(tmp_path / "calls")
+    (tmp_path / "a.wav").write_bytes(b"not a folder")
+    out = tmp_path / "a.wav" / "y"
+    argv = ["benchmark", "build", str(listing), "--out", str(out), "--quiet", *FACTORY]
+    _one_line_error(capsys, argv, f"{tmp_path / 'a.wav'}: exists and is not a folder")
+    folder = tmp_path / "somedir"
+    folder.mkdir()
+    for target, needle in (
+        (folder, f"--json {folder}: is a folder"),
+        (tmp_path / "a.wav" / "v.json", f"--json {tmp_path / 'a.wav'}: exists and is not a folder"),
+    ):
+        argv = ["benchmark", "validate", str(listing), "--json", str(target), "--quiet"]
+        _one_line_error(capsys, [*argv, *FACTORY], needle)
+    assert list(folder.iterdir()) == []
+    # the JSON is written atomically: no temporary file is left beside it
+    assert (
+        main(
+            [
+                "benchmark",
+                "validate",
+                str(listing),
+                "--json",
+                str(folder / "v.json"),
+                "--quiet",
+                *FACTORY,
+            ]
+        )
+        == 0
+    )
+    assert [p.name for p in folder.iterdir()] == ["v.json"]
+    json.loads((folder / "v.json").read_text())
+
+
+def test_a_write_failure_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    import simulator.corpus.builder as builder
+
+    def full(*_args, **_kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(builder, "write_audio", full)
+    listing = corpus(tmp_path / "calls")
+    out = tmp_path / "out"
+    argv = ["benchmark", "build", str(listing), "--out", str(out), "--context", "2", "--quiet"]
+    _one_line_error(capsys, [*argv, *FACTORY], f"{out}: cannot write: No space left on device")
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["calls"]
+
+
+def test_a_context_never_starts_inside_a_turns_pause():
+    cfg = TurnConfig(context_s=3.0)  # at most 4.5 s
+    # A speaks 0.5-5.0 with a 0.4 s pause that makes a boundary at 2.2 (inside A's turn): the
+    # context must hold A's whole turn, so only boundaries at or before 0.5 count
+    points = (0.0, 0.3, 2.2)
+    assert context_start(0.5, 5.0, points, cfg) is None  # 4.7 s > 4.5 s: dropped
+    assert context_start(0.5, 5.0, points, TurnConfig(context_s=3.0, max_context_s=6.0)) == 0.3
+    # a turn longer than the target starts its context at its own start when that is a boundary
+    assert context_start(2.2, 6.0, (0.0, 2.2, 3.0), cfg) == 2.2
+    # ... else at the nearest earlier boundary within reach
+    assert context_start(2.4, 6.0, (0.0, 2.2, 3.0), cfg) == 2.2
+    assert context_start(2.4, 6.0, (0.0, 1.0, 3.0), cfg) is None  # 5 s > 4.5 s
+
+
+def test_build_drops_a_pair_whose_context_would_cut_into_a_turn(tmp_path):
+    turns = [
+        (0, 0.5, 2.0, "Anger"),  # a pause of 0.4 s: a boundary at 2.2, but one turn 0.5-5.0
+        (0, 2.4, 5.0, "Anger"),
+        (1, 5.6, 7.0, "Anger"),
+        (0, 7.6, 9.0, "Anger"),
+    ]
+    row = {"id": "c", "language": "en"} | write_call(
+        tmp_path, "c", call_audio(turns, 9.5), stereo=True
+    )
+    result = asyncio.run(build(write_listing(tmp_path / "calls.csv", [row]), tmp_path / "out"))
+    lines = manifest(tmp_path / "out")
+    # pair (0.5-5.0, 5.6-7.0) needs a 4.7 s context (from 0.3): over 4.5 s, dropped; the reply
+    # pair (5.6-7.0, 7.6-9.0) starts at 5.4, 0.2 s before B's turn
+    assert result.report["steps"]["dropped_no_pause_boundary"] == 1
+    assert [x["id"] for x in lines] == ["c-0001"]
+    assert lines[0]["meta"]["context_start_s"] == pytest.approx(5.4, abs=0.02)
+    assert lines[0]["context_turn_start_s"] == pytest.approx(0.2, abs=0.02)
+
+
+def test_identical_segments_on_both_channels_keep_the_louder_one():
+    seg = Segment
+    same = ([seg(1.0, 3.0)], [seg(1.0, 3.0)])
+    # no loudness known: channel 0 keeps the turn; one segment is dropped, not both
+    turns, backchannels = merge_turns(same)
+    assert [(t.speaker, t.start_s, t.end_s) for t in turns] == [(0, 1.0, 3.0)]
+    assert backchannels == 1
+    turns, backchannels = merge_turns(same, louder=lambda s: 1)
+    assert [(t.speaker, t.start_s, t.end_s) for t in turns] == [(1, 1.0, 3.0)]
+    assert backchannels == 1
+    # strict containment is still a backchannel, whichever channel is louder
+    turns, backchannels = merge_turns(([seg(1.0, 3.0)], [seg(1.0, 2.0)]), louder=lambda s: 1)
+    assert [(t.speaker, t.start_s, t.end_s) for t in turns] == [(0, 1.0, 3.0)]
+    assert backchannels == 1
+
+
+def test_bleed_into_the_other_channel_keeps_the_speakers_turn(tmp_path):
+    # speaker 1's turn bleeds into channel 0 at 30% of its level: the VAD finds the same
+    # segment on both channels; the louder channel (1) keeps it
+    audio = call_audio([(0, 0.5, 2.0, "Anger"), (1, 2.6, 4.0, "Anger")], 4.5)
+    lo, hi = round(2.6 * RATE), round(4.0 * RATE)
+    audio[0, lo:hi] = 0.3 * audio[1, lo:hi]
+    row = {"id": "c", "language": "en"} | write_call(tmp_path, "c", audio, stereo=True)
+    result = asyncio.run(build(write_listing(tmp_path / "calls.csv", [row]), tmp_path / "out"))
+    lines = manifest(tmp_path / "out")
+    assert [(x["meta"]["a_turn_s"], x["meta"]["b_turn_s"]) for x in lines] == [
+        ([0.5, 2.0], [2.6, 4.0])
+    ]
+    assert lines[0]["meta"]["a_channel"] == 0
+    assert result.report["turns"]["backchannels_dropped"] == 1

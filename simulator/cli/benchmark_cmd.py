@@ -292,10 +292,13 @@ def _build(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from simulator.corpus import ValidateOptions, validate_calls
+    from simulator.corpus.builder import write_text_atomic
 
     opts = _options(args, build=False)
     assert isinstance(opts, ValidateOptions)
     scorer = resolve_scorer_name(args)
+    if args.json:
+        _check_json_path(args.json)  # before the calls are scored, not after
 
     async def go() -> Mirroring:
         scoring = _open_scoring(args)
@@ -307,10 +310,27 @@ def _validate(args: argparse.Namespace) -> int:
     result = asyncio.run(go())
     print(_validation_text(result, scorer))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         data = {"scorer": scorer, **result.to_dict()}
-        args.json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(args.json, json.dumps(data, indent=2) + "\n")
+        except OSError as exc:
+            raise ConfigError(f"--json {args.json}: cannot write: {exc.strerror or exc}") from None
     return 0
+
+
+def _check_json_path(path: Path) -> None:
+    """Refuse a ``--json`` path that is a folder, or below a file."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"--json {path}: is a folder; give a file name")
+        for folder in path.absolute().parents:
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    raise ConfigError(f"--json {folder}: exists and is not a folder")
+                return
+    except OSError as exc:
+        raise ConfigError(f"--json {path}: cannot use: {exc.strerror or exc}") from None
 
 
 def _validation_text(m: Mirroring, scorer: str) -> str:

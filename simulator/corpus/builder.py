@@ -5,8 +5,8 @@ The published method, step by step (docs/benchmark-build.md):
 1. calls from listings (``calls``), every header checked before anything is decoded;
 2. turns by VAD per channel, merged into a conversation; candidate pairs: a turn of one speaker
    followed by the other's turn starting within ``max_gap_s`` of its end (``turns``);
-3. A's context start: a pause boundary about ``context_s`` before A's end (pairs without one
-   are dropped before scoring);
+3. A's context start: a pause boundary at or before A's turn start, its context about
+   ``context_s`` long (pairs without one are dropped before scoring);
 4. both turns of every candidate scored; pairs whose dominant emotions differ are dropped;
 5. the most frequent emotions capped, seeded (``balance``);
 6. audio, the manifest (with the reference scores cached) and the build report written into a
@@ -20,6 +20,7 @@ memory holds one call at a time, whatever the corpus size.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -47,7 +48,15 @@ from simulator.corpus.report import render_markdown
 from simulator.corpus.turn_scores import TurnScore, score_clips
 from simulator.corpus.turns import Pair, TurnConfig, candidate_pairs, context_start
 
-__all__ = ["REPORT_JSON", "REPORT_MD", "BuildOptions", "BuildResult", "Timings", "build_benchmark"]
+__all__ = [
+    "REPORT_JSON",
+    "REPORT_MD",
+    "BuildOptions",
+    "BuildResult",
+    "Timings",
+    "build_benchmark",
+    "write_text_atomic",
+]
 
 REPORT_JSON = "build-report.json"
 REPORT_MD = "build-report.md"
@@ -130,6 +139,7 @@ async def build_benchmark(
     started = time.perf_counter()
     _check_out(out, overwrite)
     calls = read_listings(listings, length_tolerance_s=opts.length_tolerance_s)
+    _check_inputs_outside(out, listings, calls)
     timings = Timings()
     counts = _Counts()
     candidates = await _survey(calls, opts, scoring, scorer, counts, timings, say)
@@ -168,7 +178,7 @@ async def _survey(
         t1 = time.perf_counter()
         conv = analyse(channels, cfg, opts.vad)
         pairs, overlapping, too_far = candidate_pairs(conv.turns, cfg.max_gap_s)
-        placed = [(p, context_start(p.a.end_s, conv.boundaries, cfg)) for p in pairs]
+        placed = [(p, context_start(p.a.start_s, p.a.end_s, conv.boundaries, cfg)) for p in pairs]
         with_context = [(p, s) for p, s in placed if s is not None]
         t2 = time.perf_counter()
         need = sorted({t.index for p, _ in with_context for t in (p.a, p.b)})
@@ -266,10 +276,47 @@ def _report(
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ConfigError(f"{out}: folder is not empty (use --overwrite to replace it)")
+    """Refuse an output that cannot be a folder (it, or a folder above it, is a file) or that
+    holds something, unless ``overwrite``; before any audio is read."""
+    try:
+        for folder in (out, *out.absolute().parents):
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    raise ConfigError(f"{folder}: exists and is not a folder")
+                break
+        if out.is_dir() and any(out.iterdir()) and not overwrite:
+            raise ConfigError(f"{out}: folder is not empty (use --overwrite to replace it)")
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot use as the output folder: {_reason(exc)}") from None
+
+
+def _check_inputs_outside(
+    out: Path, listings: Sequence[str | Path], calls: Sequence[CallSpec]
+) -> None:
+    """Refuse an output folder that is, or holds, a listing or call audio: ``--overwrite``
+    would delete the recordings with the folder it replaces."""
+    here = _forms(out)
+    inputs = [("the call listing", Path(p)) for p in listings] + [
+        ("the call audio", p) for c in calls for p in (c.audio, c.a, c.b) if p is not None
+    ]
+    for what, path in inputs:
+        for form in _forms(path):
+            if any(form == o or o in form.parents for o in here):
+                raise ConfigError(
+                    f"{out}: holds {what} {path}; choose an output folder outside the inputs"
+                )
+
+
+def _forms(path: Path) -> set[Path]:
+    """The path made absolute, as written and with links resolved."""
+    forms = {Path(os.path.abspath(path))}
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        forms.add(path.resolve())
+    return forms
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _r(t: float) -> float:
@@ -291,8 +338,30 @@ def _write(
     report: dict[str, Any],
 ) -> float:
     """Write everything; returns the seconds spent decoding call audio."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else out.parent
+        raise ConfigError(
+            f"{out}: cannot create the output folder ({where}): {_reason(exc)}"
+        ) from None
+    try:
+        return _write_into(tmp, out, overwrite, calls, kept, scorer, opts, report)
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot write: {_reason(exc)}") from None
+
+
+def _write_into(
+    tmp: Path,
+    out: Path,
+    overwrite: bool,
+    calls: Sequence[CallSpec],
+    kept: Sequence[_Candidate],
+    scorer: str,
+    opts: BuildOptions,
+    report: dict[str, Any],
+) -> float:
     decode_s = 0.0
     try:
         lines = []
@@ -305,9 +374,9 @@ def _write(
             decode_s += time.perf_counter() - t
             for c in sorted(by_call[k], key=lambda c: c.pair.a.start_s):
                 lines.append(_write_sample(tmp, channels, calls[k], c, scorer, opts))
-        _atomic_text(tmp / MANIFEST_NAME, "".join(json.dumps(x) + "\n" for x in lines))
-        _atomic_text(tmp / REPORT_JSON, json.dumps(report, indent=2) + "\n")
-        _atomic_text(tmp / REPORT_MD, render_markdown(report))
+        write_text_atomic(tmp / MANIFEST_NAME, "".join(json.dumps(x) + "\n" for x in lines))
+        write_text_atomic(tmp / REPORT_JSON, json.dumps(report, indent=2) + "\n")
+        write_text_atomic(tmp / REPORT_MD, render_markdown(report))
         _install(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -337,6 +406,7 @@ def _write_sample(
         "emotion": c.b.emotion,
         "context": context,
         "reference": reference,
+        # context_start never starts after A's turn: max() only clears float noise (-0.0)
         "context_turn_start_s": _r(max(a.start_s - c.context_start_s, 0.0)),
         "gap_s": _r(c.pair.gap_s),
         "source_id": call.id,
@@ -352,7 +422,9 @@ def _write_sample(
     }
 
 
-def _atomic_text(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it, so a reader never sees
+    half of it; the file gets the umask's mode, as a plain write would."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

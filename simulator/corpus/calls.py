@@ -164,7 +164,10 @@ def _jsonl_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[in
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, object_pairs_hook=_object)
+        except _DuplicateKey as exc:
+            problems.append(Problem(str(path), line, exc.key, "duplicate key"))
+            continue
         except json.JSONDecodeError as exc:
             problems.append(
                 Problem(str(path), line, None, f"not valid JSON: {exc.msg} (column {exc.colno})")
@@ -179,11 +182,34 @@ def _jsonl_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[in
     return rows
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object that refuses duplicate keys (``json`` would keep the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def _csv_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[int, dict[str, Any]]]:
     reader = csv.reader(io.StringIO(text))
     header: list[str] | None = None
     rows: list[tuple[int, dict[str, Any]]] = []
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell over csv's field size limit: the rest is unsure
+            problems.append(Problem(str(path), reader.line_num, None, f"cannot parse CSV: {exc}"))
+            return rows
         line = reader.line_num
         if not any(c.strip() for c in cells):
             continue
@@ -192,7 +218,10 @@ def _csv_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[int,
             bad = [name for name in header if name not in COLUMNS]
             for name in bad:
                 problems.append(Problem(str(path), line, name, _unknown_column(name)))
-            if bad:
+            twice = sorted({name for name in header if header.count(name) > 1} - set(bad))
+            for name in twice:
+                problems.append(Problem(str(path), line, name, "duplicate column"))
+            if bad or twice:
                 return []
             continue
         if len(cells) != len(header):
@@ -272,11 +301,26 @@ class _RowParser:
         if not isinstance(value, str):
             self.problem(name, f"expected a path, got {type(value).__name__}")
             return None
-        path = (self.listing.parent / value).resolve()
-        if not path.exists():
-            self.problem(name, f"file not found: {value} (looked for {path})")
+        try:
+            path = (self.listing.parent / value).resolve()
+            found = path.exists()
+        except (OSError, ValueError) as exc:  # a NUL byte, a name too long for the file system
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.problem(name, f"invalid path {_show(value, 80)}: {reason}")
+            return None
+        if not found:
+            self.problem(name, f"file not found: {_show(value)} (looked for {_show(str(path))})")
             return None
         return path
+
+
+def _show(value: str, limit: int | None = None) -> str:
+    """A value for a one-line message: quoted if it holds unprintable characters, and cut
+    to ``limit`` characters."""
+    shown = value if value.isprintable() else repr(value)
+    if limit is not None and len(shown) > limit:
+        shown = f"{shown[: limit - 3]}... ({len(value)} characters)"
+    return shown
 
 
 # ------------------------------------------------------------------------- header checks

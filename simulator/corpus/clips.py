@@ -1,5 +1,7 @@
 """From a call's two channels (16 kHz) to its conversation and the audio a sample is cut into.
 
+- Of two identical segments on the two channels (crosstalk, bleed), the louder channel's is kept
+  (``turns.merge_turns``); loudness is the sum of squares over the segment.
 - A turn's clip (what is scored, and B's reference) is the turn from its own channel: its first
   ``max_s`` seconds, as a 16-bit file holds them.
 - A context is both channels summed, as a listener hears the call, from the context start to the
@@ -28,7 +30,17 @@ def analyse(channels: FloatArray, cfg: TurnConfig, vad: VadConfig) -> Conversati
     if channels.ndim != 2 or channels.shape[0] != 2:
         raise ValueError(f"expected (2, frames) samples, got {channels.shape}")
     flags = [frame_flags(channels[k], RATE, vad) for k in range(2)]
-    return conversation(flags, vad.frame_s, cfg)
+    return conversation(
+        flags, vad.frame_s, cfg, [_frame_energy(channels[k], vad) for k in range(2)]
+    )
+
+
+def _frame_energy(samples: FloatArray, vad: VadConfig) -> NDArray[np.float64]:
+    """Sum of squares per VAD frame (from sample 0, a partial last frame dropped)."""
+    size = round(vad.frame_s * RATE)
+    n = samples.size // size
+    frames = samples[: n * size].reshape(n, size)
+    return np.asarray(np.sum(np.square(frames, dtype=np.float64), axis=1), dtype=np.float64)
 
 
 def _index(t: float) -> int:

@@ -3,21 +3,24 @@ frozen dataclasses out; no files, no clock.
 
 - Each channel's voiced frames (VAD) become segments, bridging pauses shorter than
   ``min_pause_s``; segments shorter than ``min_turn_s`` are not turns (clicks, "mm").
-- A segment that lies wholly inside a segment of the other speaker is a backchannel: it neither
-  forms a turn nor splits the other speaker's turn.
+- A segment that lies wholly inside a longer segment of the other speaker is a backchannel: it
+  neither forms a turn nor splits the other speaker's turn. Two identical segments (the same
+  start and end on both channels: crosstalk, bleed) are one turn, kept on the louder channel
+  (channel 0 when the loudness is not known or equal); the other counts as a backchannel.
 - The rest, ordered by start, form the conversation: a speaker's consecutive segments with no
   turn of the other speaker between them are one turn, so turns alternate speakers.
 - Adjacent pairs are consecutive turns (both directions: channel 0 then 1, and 1 then 0). A
   candidate pair is an adjacent pair whose second turn starts at or after the first one's end
   and within ``max_gap_s`` of it; an overlapping reply (negative gap) is not a candidate.
 - A context may start only at a pause boundary: ``lead_s`` before speech resumes after a
-  silence of both channels of at least ``boundary_pause_s``, or at the call's start.
+  silence of both channels of at least ``boundary_pause_s``, or at the call's start; and only at
+  or before the start of the turn it leads to, so it holds that whole turn.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,12 +38,16 @@ __all__ = [
     "candidate_pairs",
     "context_start",
     "conversation",
+    "loudness_rule",
     "merge_turns",
     "silences",
     "speaker_segments",
 ]
 
 BoolArray = NDArray[np.bool_]
+FloatArray = NDArray[np.float64]
+Louder = Callable[[Segment], int]  # which channel (0 or 1) is louder over a segment
+_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -116,9 +123,13 @@ def speaker_segments(
     return kept, len(found) - len(kept)
 
 
-def merge_turns(by_speaker: Sequence[Sequence[Segment]]) -> tuple[list[Turn], int]:
+def merge_turns(
+    by_speaker: Sequence[Sequence[Segment]], louder: Louder | None = None
+) -> tuple[list[Turn], int]:
     """The conversation's turns from each speaker's segments, and how many segments were
-    backchannels (wholly inside a segment of the other speaker). Ties in start go to speaker 0."""
+    backchannels (wholly inside a longer segment of the other speaker). Of two identical
+    segments, one on each channel, only the one on the channel ``louder`` names is kept
+    (channel 0 without ``louder``). Ties in start go to speaker 0."""
     if len(by_speaker) != 2:
         raise ValueError(f"a conversation has two speakers, got {len(by_speaker)}")
     tagged: list[tuple[float, int, Segment]] = []
@@ -126,7 +137,7 @@ def merge_turns(by_speaker: Sequence[Sequence[Segment]]) -> tuple[list[Turn], in
     for speaker, own in enumerate(by_speaker):
         other = by_speaker[1 - speaker]
         for seg in own:
-            if any(o.start_s <= seg.start_s and seg.end_s <= o.end_s for o in other):
+            if any(_dropped(seg, o, speaker, louder) for o in other):
                 backchannels += 1
             else:
                 tagged.append((seg.start_s, speaker, seg))
@@ -139,6 +150,28 @@ def merge_turns(by_speaker: Sequence[Sequence[Segment]]) -> tuple[list[Turn], in
         else:
             turns.append(Turn(len(turns), speaker, seg.start_s, seg.end_s))
     return turns, backchannels
+
+
+def _dropped(seg: Segment, other: Segment, speaker: int, louder: Louder | None) -> bool:
+    """Whether ``seg`` (of ``speaker``) gives way to the other speaker's segment ``other``."""
+    if not (other.start_s <= seg.start_s + _EPS and seg.end_s <= other.end_s + _EPS):
+        return False  # not inside
+    if other.start_s < seg.start_s - _EPS or seg.end_s < other.end_s - _EPS:
+        return True  # strictly inside: a backchannel
+    keep = louder(seg) if louder is not None else 0  # identical: the louder channel keeps it
+    return keep != speaker
+
+
+def loudness_rule(energy: Sequence[FloatArray], frame_s: float) -> Louder:
+    """``louder`` for ``merge_turns`` from each channel's per-frame energy: the channel with
+    more energy over the segment (channel 0 on a tie)."""
+
+    def louder(seg: Segment) -> int:
+        lo, hi = round(seg.start_s / frame_s), round(seg.end_s / frame_s)
+        a, b = (float(np.sum(e[lo:hi], dtype=np.float64)) for e in energy)
+        return 1 if b > a else 0
+
+    return louder
 
 
 def silences(voiced: BoolArray, frame_s: float, min_s: float) -> list[Segment]:
@@ -157,15 +190,22 @@ def boundaries(quiet: Sequence[Segment], cfg: TurnConfig) -> tuple[float, ...]:
     return tuple(sorted(points))
 
 
-def conversation(flags: Sequence[BoolArray], frame_s: float, cfg: TurnConfig) -> Conversation:
-    """The call's conversation from the two channels' VAD frame flags."""
+def conversation(
+    flags: Sequence[BoolArray],
+    frame_s: float,
+    cfg: TurnConfig,
+    energy: Sequence[FloatArray] | None = None,
+) -> Conversation:
+    """The call's conversation from the two channels' VAD frame flags (and their per-frame
+    energy, which decides which of two identical segments is kept)."""
     if len(flags) != 2:
         raise ValueError(f"a call has two channels, got {len(flags)}")
     n = min(len(flags[0]), len(flags[1]))
     a, b = (np.asarray(f[:n], dtype=bool) for f in flags)
     seg_a, short_a = speaker_segments(a, frame_s, cfg)
     seg_b, short_b = speaker_segments(b, frame_s, cfg)
-    turns, backchannels = merge_turns((seg_a, seg_b))
+    louder = loudness_rule(energy, frame_s) if energy is not None else None
+    turns, backchannels = merge_turns((seg_a, seg_b), louder)
     quiet = silences(a | b, frame_s, cfg.boundary_pause_s)
     return Conversation(
         turns=tuple(turns),
@@ -197,14 +237,19 @@ def candidate_pairs(turns: Sequence[Turn], max_gap_s: float) -> tuple[list[Pair]
     return kept, overlapping, too_far
 
 
-def context_start(end_s: float, points: Sequence[float], cfg: TurnConfig) -> float | None:
-    """The pause boundary before ``end_s`` whose context length is closest to ``context_s``
-    (ties: the shorter context), among those no longer than ``context_limit_s``; None if none."""
+def context_start(
+    start_s: float, end_s: float, points: Sequence[float], cfg: TurnConfig
+) -> float | None:
+    """Where the context of the turn ``start_s``-``end_s`` starts: among the pause boundaries at
+    or before ``start_s`` (so the context holds the whole turn) whose context, up to ``end_s``,
+    is no longer than ``context_limit_s``, the one whose context length is closest to
+    ``context_s`` (ties: the shorter context); None if there is none. A turn longer than
+    ``context_s`` so gets the latest boundary at or before its start."""
     best: float | None = None
     best_key: tuple[float, float] | None = None
     for p in points:
         length = end_s - p
-        if length <= 1e-9 or length > cfg.context_limit_s + 1e-9:
+        if p > start_s + _EPS or length <= _EPS or length > cfg.context_limit_s + _EPS:
             continue
         key = (round(abs(length - cfg.context_s), 9), length)
         if best_key is None or key < best_key:
