@@ -166,6 +166,28 @@ def test_session_page_draws_both_lanes_and_loads_three_players(driver, view):
     assert js_errors(driver) == []
 
 
+def test_a_page_too_long_to_embed_plays_the_run_folders_files(driver, view):
+    run = view.parent / "runs" / "demo-view"
+    page = write_view(run, view.parent / "linked", sample="tl-anger-1", max_embed_s=1.0)
+    assert "data:audio" not in page.read_text(encoding="utf-8")
+    open_page(driver, page)
+    assert driver.find_element(By.ID, "audio-linked").is_displayed()
+    assert driver.execute_script(COUNT_COLOUR, "lane-user", *USER_RGB) > 1000
+    assert driver.execute_script(COUNT_COLOUR, "lane-model", *MODEL_RGB) > 1000
+    durations = driver.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('audio'))"
+        ".map(a => [a.dataset.track, a.duration]))"
+    )
+    bundle = run / "sessions" / "tl-anger-1"
+    for track, name in (("user", "input.wav"), ("model", "output.wav"), ("both", "stereo.wav")):
+        assert durations[track] == pytest.approx(audio_info(bundle / name).duration_s, abs=0.01)
+    lane = driver.find_element(By.ID, "lane-model")
+    ActionChains(driver).move_to_element_with_offset(lane, 0, 0).click().perform()  # the middle
+    expected = driver.execute_script("return window.duplexsimView.duration") / 2
+    assert player_times(driver) == pytest.approx([expected] * 3, abs=0.05)
+    assert js_errors(driver) == []
+
+
 def player_times(driver: Any) -> list[float]:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll('audio')).map(a => a.currentTime)"

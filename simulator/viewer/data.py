@@ -3,12 +3,14 @@
 A run: its result rows and, when it has been scored, the report's metrics and each sample's 12
 emotion scores (joined by ``simulator.report.data``, never recomputed here). A session: its row,
 its bundle's settings, both tracks at 16 kHz with their voice activity, the protocol events, and the
-traffic in both directions. Whatever is missing (a bundle, a track, an unreadable event line) is
-noted and left out, so a failed session still has a page that says why.
+traffic in both directions. Whatever is missing or unreadable (a bundle, a track, an event line, a
+setting that is not a finite number where one belongs) is noted and left out, so a failed session
+still has a page that says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -31,6 +33,7 @@ from simulator.report.data import RunReport, available_scorers, build_report, sa
 from simulator.scoring_run import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 from simulator.viewer.envelope import Envelope, density, envelope
+from simulator.viewer.layout import page_names
 
 __all__ = [
     "AUDIO_RATE",
@@ -51,6 +54,21 @@ LATE_SEND_MS = 10.0  # a send this late is marked on the traffic strip
 MAX_LATE_SENDS = 500
 MAX_MARKERS = 2000
 MAX_AUDIO_S = 3600.0
+# the bundle's files for each player: user, model, and both (stereo: user left, model right)
+AUDIO_FILES = {"user": "input.wav", "model": "output.wav", "both": "stereo.wav"}
+_ROW_NUMBERS = (
+    "latency_s",
+    "onset_s",
+    "reply_duration_s",
+    "overlap_s",
+    "speech_end_s",
+    "send_p50_ms",
+    "send_p99_ms",
+    "send_max_ms",
+    "bytes_sent",
+    "bytes_received",
+    "wall_s",
+)
 FloatArray = NDArray[np.float32]
 
 
@@ -96,6 +114,12 @@ class RunView:
     rows: list[ResultRow]
     report: RunReport | None  # None: the run has not been scored
     scores: dict[str, EmotionScores] = field(default_factory=dict)
+    pages: dict[str, str] = field(default_factory=dict)  # sample id -> its page's file name
+    row_notes: dict[str, list[str]] = field(default_factory=dict)  # unusable values in a row
+
+    def page(self, sample_id: str) -> str:
+        """The session page's file name, unique within the run (see ``layout.page_names``)."""
+        return self.pages.get(sample_id) or page_names([sample_id])[sample_id]
 
     def row(self, sample_id: str) -> ResultRow:
         for row in self.rows:
@@ -114,7 +138,9 @@ class RunView:
 def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
     """The run's rows and, when scored, its report and per-sample scores (``scorer`` as for
     ``duplexsim report``: by default the comparable scorer when cached, else the first)."""
-    meta, rows = read_results(run_dir)
+    meta, raw_rows = read_results(run_dir)
+    row_notes: dict[str, list[str]] = {}
+    rows = [_clean_row(row, row_notes.setdefault(row.sample_id, [])) for row in raw_rows]
     report: RunReport | None = None
     scores: dict[str, EmotionScores] = {}
     if scorer is not None or available_scorers(run_dir):
@@ -132,8 +158,44 @@ def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
             if not row.emotion:
                 reply = _reply_vector(cache, row.sample_id)
                 scores[row.sample_id] = EmotionScores("", reply, None, row.status == "ok")
-    model = str(meta.get("model", {}).get("name", "")) or "?"
-    return RunView(run_dir, str(meta.get("run_id", run_dir.name)), model, rows, report, scores)
+    model = str(_section(meta, "model").get("name", "")) or "?"
+    return RunView(
+        run_dir,
+        str(meta.get("run_id", run_dir.name)),
+        model,
+        rows,
+        report,
+        scores,
+        page_names(row.sample_id for row in rows),
+        {k: v for k, v in row_notes.items() if v},
+    )
+
+
+def _number(value: object) -> float | None:
+    """A finite number, else None: strings, booleans, NaN and infinities are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _clean_row(row: ResultRow, notes: list[str]) -> ResultRow:
+    """The row with every number that is not a finite number treated as missing (and noted)."""
+    bad = [
+        name
+        for name in _ROW_NUMBERS
+        if getattr(row, name) is not None and _number(getattr(row, name)) is None
+    ]
+    if not bad:
+        return row
+    notes.append(f"results: {', '.join(bad)} not a finite number (treated as missing)")
+    missing: dict[str, Any] = dict.fromkeys(bad)
+    return dataclasses.replace(row, **missing)
 
 
 def _reply_vector(cache: ScoreCache, sample_id: str) -> tuple[float, ...] | None:
@@ -170,13 +232,13 @@ class Traffic:
 
 @dataclass(frozen=True, eq=False)
 class Track:
-    samples: FloatArray  # mono, AUDIO_RATE
+    samples: FloatArray | None  # mono, AUDIO_RATE; None when the page links the bundle's file
     vad: list[Segment]
     envelope: Envelope
 
     @property
     def duration_s(self) -> float:
-        return self.samples.size / AUDIO_RATE
+        return self.envelope.duration_s
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,6 +255,10 @@ class SessionView:
     traffic: Traffic | None
     scores: EmotionScores | None
     notes: list[str]
+    # the players' bundle files (AUDIO_FILES) that exist; the page links them unless embedded
+    files: dict[str, Path] = field(default_factory=dict)
+    embedded: bool = True  # False: too long to embed (see load_session's max_embed_s)
+    audio_s: float = 0.0  # seconds of audio the three players hold together
 
     @property
     def onset_s(self) -> float | None:
@@ -208,22 +274,33 @@ class SessionView:
         )
 
 
-def load_session(run: RunView, sample_id: str) -> SessionView:
+def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = None) -> SessionView:
+    """The session's page data. ``max_embed_s``: the most seconds of audio (the three players
+    together) the page may embed; above it the tracks' samples are dropped once drawn, and the page
+    plays the bundle's own files. None: always embed."""
     row = run.row(sample_id)
-    notes: list[str] = []
+    notes: list[str] = list(run.row_notes.get(sample_id, []))
     folder = run.run_dir / row.bundle if row.bundle else None
     if folder is None or not (folder / "meta.json").is_file():
         notes.append("no recording bundle for this session")
         folder = None
-    meta = _read_json(folder / "meta.json", notes) if folder else {}
-    vad = _vad_config(meta)
+    meta = _read_meta(folder / "meta.json", notes) if folder else {}
+    vad = _vad_config(meta, notes)
+    files = {k: folder / name for k, name in AUDIO_FILES.items()} if folder else {}
+    files = {k: path for k, path in files.items() if path.is_file()}
+    audio_s = _audio_seconds(files)
+    embed = max_embed_s is None or audio_s <= max_embed_s
     user = _track(folder, "input.wav", vad, notes)
-    model = _track(folder, "output.wav", vad, notes)
-    events = _read_events(folder / "events.jsonl", notes) if folder else []
     end_s, measured = row.speech_end_s, False
-    if end_s is None and user is not None:
+    if end_s is None and user is not None and user.samples is not None:
         end_s, measured = speech_end(user.samples, AUDIO_RATE, vad), True
-    window = meta.get("sample", {}).get("context_turn_start_s")
+    if user is not None and not embed:
+        user = dataclasses.replace(user, samples=None)  # drawn; the page links input.wav
+    model = _track(folder, "output.wav", vad, notes)
+    if model is not None and not embed:
+        model = dataclasses.replace(model, samples=None)
+    events = _read_events(folder / "events.jsonl", notes) if folder else []
+    window = _sample_number(meta, "context_turn_start_s", notes)
     times = [t.duration_s for t in (user, model) if t] + [float(e["t"]) for e in events[-1:]]
     if times:  # the recording, and every instant marked on it, so none falls off the end
         times += [t for t in (end_s, window) if t is not None]
@@ -236,28 +313,93 @@ def load_session(run: RunView, sample_id: str) -> SessionView:
         duration_s=duration,
         speech_end_s=end_s,
         speech_end_measured=measured and end_s is not None,
-        window_start_s=None if window is None else float(window),
+        window_start_s=window,
         markers=_markers(events, notes),
         traffic=_traffic(events, duration) if events else None,
         scores=run.scores.get(sample_id),
         notes=notes,
+        files=files,
+        embedded=embed,
+        audio_s=audio_s,
     )
+
+
+def _audio_seconds(files: dict[str, Path]) -> float:
+    """How long the three players are together: user, model and their mix (as long as the longer
+    of the two, which is what stereo.wav holds)."""
+    user, model = (_seconds(files[k]) if k in files else 0.0 for k in ("user", "model"))
+    return user + model + max(user, model)
+
+
+def _seconds(path: Path) -> float:
+    try:
+        info = sf.info(str(path))
+        return float(info.frames) / float(info.samplerate)
+    except (RuntimeError, OSError, ZeroDivisionError):
+        return 0.0  # unreadable: _track notes why
+
+
+_SECTIONS = ("sample", "settings", "model", "capabilities")
+
+
+def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+    """meta.json, with every section the viewer reads an object (one that is not is noted and
+    left out)."""
+    meta = _read_json(path, notes)
+    for key in _SECTIONS:
+        if key in meta and not isinstance(meta[key], dict):
+            notes.append(f"{path.name}: '{key}' is not an object (left out)")
+            del meta[key]
+    return meta
+
+
+def _sample_number(meta: dict[str, Any], key: str, notes: list[str]) -> float | None:
+    value = _section(meta, "sample").get(key)
+    if value is None:
+        return None
+    x = _number(value)
+    if x is None:
+        notes.append(f"meta.json: sample.{key} is not a finite number (treated as missing)")
+    return x
 
 
 def _read_json(path: Path, notes: list[str]) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         notes.append(f"{path.name}: unreadable ({exc})")
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        notes.append(f"{path.name}: not a JSON object (left out)")
+        return {}
+    return data
 
 
-def _vad_config(meta: dict[str, Any]) -> VadConfig:
+_VAD_DEFAULTS = VadConfig()
+
+
+def _vad_config(meta: dict[str, Any], notes: list[str]) -> VadConfig:
+    """The run's VAD settings; the defaults where they are unusable (and a note)."""
+    raw = _section(meta, "settings").get("vad")
+    if raw is None:
+        return _VAD_DEFAULTS
     try:
-        return VadConfig(**meta.get("settings", {}).get("vad", {}))
-    except (TypeError, ValueError):
-        return VadConfig()
+        if not isinstance(raw, dict):
+            raise TypeError("not an object")
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            default = getattr(_VAD_DEFAULTS, key)  # AttributeError: an unknown setting
+            if isinstance(default, str):
+                values[key] = str(value)
+                continue
+            x = _number(value)
+            if x is None or (isinstance(default, int) and not x.is_integer()):
+                raise ValueError(f"{key}={value!r}")
+            values[key] = int(x) if isinstance(default, int) else x
+        return VadConfig(**values)
+    except (TypeError, ValueError, AttributeError) as exc:
+        notes.append(f"meta.json: unusable VAD settings ({exc}); the defaults are used")
+        return _VAD_DEFAULTS
 
 
 def _track(folder: Path | None, name: str, vad: VadConfig, notes: list[str]) -> Track | None:
@@ -290,20 +432,34 @@ def _read_events(path: Path, notes: list[str]) -> list[dict[str, Any]]:
         notes.append(f"{path.name}: not recorded")
         return []
     events: list[dict[str, Any]] = []
-    bad = 0
+    bad = bad_due = 0
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 event = json.loads(line)
-                float(event["t"])
-            except (ValueError, KeyError, TypeError):
+            except ValueError:
+                event = None
+            t = _number(event.get("t")) if isinstance(event, dict) else None
+            if event is None or t is None:  # no time on the timeline: nothing to show it at
                 bad += 1
                 continue
-            if math.isfinite(float(event["t"])):
-                events.append(event)
+            event["t"] = t
+            if "due" in event and _number(event["due"]) is None:
+                del event["due"]  # a send without its schedule: not marked late
+                bad_due += 1
+            events.append(event)
     if bad:
-        notes.append(f"{path.name}: {bad} unreadable line{'s' if bad != 1 else ''} left out")
+        notes.append(f"{path.name}: {bad} unreadable line{_s(bad)} left out")
+    if bad_due:
+        notes.append(
+            f"{path.name}: {bad_due} send{_s(bad_due)} without a usable 'due' time "
+            "(not a finite number; treated as missing)"
+        )
     return sorted(events, key=lambda e: float(e["t"]))
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
 
 
 def _markers(events: list[dict[str, Any]], notes: list[str]) -> list[Marker]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Container
 
 from simulator.store import ResultRow
 from simulator.viewer.data import RunView
@@ -12,7 +13,6 @@ from simulator.viewer.layout import (
     esc,
     fmt_num,
     match_text,
-    page_name,
     scorer_notice,
 )
 from simulator.viewer.scripts import INDEX_JS
@@ -35,19 +35,30 @@ COLUMNS = (
 )
 
 
-def index_page(run: RunView, pages: str = "sessions") -> str:
+def index_page(run: RunView, pages: str = "sessions", linked: Container[str] | None = None) -> str:
+    """``linked``: the sessions whose pages exist (None: all); the others are listed unlinked,
+    and the page is marked as partial (see ``write``)."""
+    partial = linked is not None and any(r.sample_id not in linked for r in run.rows)
+    notice = (
+        '<div class="alert info" id="partial">Only some sessions have a page yet; the others '
+        f"are listed without a link. Run <code>duplexsim view {esc(str(run.run_dir))}</code> "
+        "to write them all.</div>"
+        if partial
+        else ""
+    )
     body = (
         f'<nav class="crumbs"><span>run <b>{esc(run.run_id)}</b></span>'
         f"<span>model <b>{esc(run.model)}</b></span></nav>"
         f"<h1>Sessions of {esc(run.run_id)}</h1>"
         f'<section class="card">{_stats(run)}</section>'
-        f"{scorer_notice(run.report, str(run.run_dir))}"
-        f'<section class="card">{_filters(run)}{_table(run, pages)}'
+        f"{scorer_notice(run.report, str(run.run_dir))}{notice}"
+        f'<section class="card">{_filters(run)}{_table(run, pages, linked)}'
         '<p class="hint">Click a header to sort; the text box matches anywhere in a row.</p>'
         "</section>"
         f"<footer>duplexsim view · {esc(str(run.run_dir))}</footer>"
     )
-    return document(f"{run.run_id} · duplexsim sessions", body, INDEX_JS)
+    kind = "partial-index" if partial else "index"
+    return document(f"{run.run_id} · duplexsim sessions", body, INDEX_JS, kind=kind)
 
 
 def _stats(run: RunView) -> str:
@@ -98,9 +109,9 @@ def _filters(run: RunView) -> str:
     )
 
 
-def _table(run: RunView, pages: str) -> str:
+def _table(run: RunView, pages: str, linked: Container[str] | None) -> str:
     head = "".join(f'<th data-type="{kind}">{esc(name)}</th>' for name, kind in COLUMNS)
-    body = "".join(_row(run, r, pages) for r in run.rows)
+    body = "".join(_row(run, r, pages, linked) for r in run.rows)
     return (
         f'<table class="sessions" id="sessions"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table>"
@@ -110,17 +121,22 @@ def _table(run: RunView, pages: str) -> str:
 _MATCH_CSS = {"yes": "yes", "no": "no"}
 
 
-def _row(run: RunView, r: ResultRow, pages: str) -> str:
+def _row(run: RunView, r: ResultRow, pages: str, linked: Container[str] | None) -> str:
     scores = run.scores.get(r.sample_id)
     match = match_text(scores.match if scores else None)
     top = (scores.reply_top if scores else None) or "–"
     latency = "" if r.latency_s is None else f"{r.latency_s * 1000:.0f}"
     reply = "" if r.reply_duration_s is None else f"{r.reply_duration_s:.2f}"
-    href = f"{pages}/{page_name(r.sample_id)}"
+    href = f"{pages}/{run.page(r.sample_id)}"
+    sample = (
+        f'<a href="{esc(href)}">{esc(r.sample_id)}</a>'
+        if linked is None or r.sample_id in linked
+        else f'<span title="no page yet">{esc(r.sample_id)}</span>'
+    )
     return (
         f'<tr data-emotion="{esc(r.emotion or NONE)}" data-language="{esc(r.language or NONE)}" '
         f'data-match="{esc(match)}" data-status="{esc(r.status)}">'
-        f'<td><a href="{esc(href)}">{esc(r.sample_id)}</a></td>'
+        f"<td>{sample}</td>"
         f"<td>{esc(r.emotion or NONE)}</td><td>{esc(r.language or NONE)}</td>"
         f"<td>{badge(r.status)}</td>"
         f"<td>{badge(match, _MATCH_CSS.get(match, 'none'))}"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 import re
+from collections import Counter
+from collections.abc import Iterable
 
 from simulator.report.data import RunReport
 from simulator.report.tables import NOT_COMPARABLE
@@ -18,20 +21,54 @@ __all__ = [
     "fmt_num",
     "fmt_s",
     "match_text",
-    "page_name",
+    "page_names",
     "scorer_notice",
 ]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_LEADING_DOTS = re.compile(r"^\.+")
+MAX_STEM = 80  # characters of the id kept in a file name
+HASH_CHARS = 10
+# names Windows reserves whatever follows them ("con.html" included)
+_RESERVED = {"con", "prn", "aux", "nul", *(f"{d}{i}" for d in ("com", "lpt") for i in range(10))}
+GENERATOR = "duplexsim view"  # in every page's head: how the viewer knows the files it wrote
 
 
 def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def page_name(sample_id: str) -> str:
-    """The session page's file name; ids are already [A-Za-z0-9._-] in a valid benchmark."""
-    return _UNSAFE.sub("_", sample_id).lstrip(".") + ".html"
+def page_names(sample_ids: Iterable[str]) -> dict[str, str]:
+    """Each session page's file name, unique within the run even where the file system ignores
+    case: the id itself when it is a plain name ([A-Za-z0-9._-], no leading dot, not reserved on
+    Windows, at most MAX_STEM characters) that no other id's name equals but for case; else the
+    id made safe plus ``~`` and a short hash of the exact id ("a b" -> ``a_b~<hash>.html``). A
+    safe id never holds ``~``, so a hashed name never equals a plain one."""
+    stems = {sid: _stem(sid) for sid in dict.fromkeys(sample_ids)}
+    folded = Counter(stem.lower() for stem in stems.values())
+    names = {
+        sid: f"{stem}~{_digest(sid, HASH_CHARS)}.html"
+        if stem != sid or folded[stem.lower()] > 1
+        else f"{stem}.html"
+        for sid, stem in stems.items()
+    }
+    taken = Counter(name.lower() for name in names.values())
+    for sid, name in names.items():
+        if taken[name.lower()] > 1:  # two ids whose short hashes agree: the whole hash
+            names[sid] = f"{stems[sid]}~{_digest(sid, 64)}.html"
+    return names
+
+
+def _stem(sample_id: str) -> str:
+    stem = _UNSAFE.sub("_", sample_id)[:MAX_STEM]
+    stem = _LEADING_DOTS.sub(lambda m: "_" * len(m.group()), stem)  # never hidden, never ".."
+    if not stem or stem.split(".")[0].lower() in _RESERVED:
+        stem = "_" + stem
+    return stem
+
+
+def _digest(sample_id: str, chars: int) -> str:
+    return hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:chars]
 
 
 def _finite(x: float | None) -> bool:
@@ -71,12 +108,16 @@ def scorer_notice(report: RunReport | None, run_dir: str) -> str:
     return f'<div class="alert warn">{esc(NOT_COMPARABLE.format(scorer=report.scorer))}</div>'
 
 
-def document(title: str, body: str, script: str, data: str | None = None) -> str:
-    """A complete page: inline style and script, nothing fetched from anywhere."""
+def document(
+    title: str, body: str, script: str, data: str | None = None, *, kind: str = "page"
+) -> str:
+    """A complete page: inline style and script, nothing fetched from anywhere. ``kind`` is
+    recorded in the head beside the generator (see ``write``)."""
     embedded = f'<script id="session-data" type="application/json">{data}</script>' if data else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head>"
+        f'<meta name="generator" content="{GENERATOR}"><meta name="duplexsim-page" '
+        f'content="{esc(kind)}"><meta name="viewport" content="width=device-width, '
+        f'initial-scale=1"><title>{esc(title)}</title><style>{STYLE}</style></head>'
         f"<body><main>{body}</main>{embedded}<script>{script}</script></body></html>\n"
     )

@@ -1,15 +1,29 @@
-"""One session as a self-contained HTML page: the timeline with both lanes, the three players on
-one playhead, the session's numbers, its emotion scores beside the reference's, and its events."""
+"""One session as an HTML page: the timeline with both lanes, the three players on one playhead,
+the session's numbers, its emotion scores beside the reference's, and its events. The page holds
+everything, audio included, unless the session is too long to embed: then its players play the
+bundle's own files, by a path relative to the page."""
 
 from __future__ import annotations
 
+import os
+import urllib.parse
+from collections.abc import Container
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core.emotions import EMOTIONS
-from simulator.viewer.data import AUDIO_RATE, EmotionScores, RunView, SessionView, Track
+from simulator.store import ResultRow
+from simulator.viewer.data import (
+    AUDIO_FILES,
+    AUDIO_RATE,
+    EmotionScores,
+    RunView,
+    SessionView,
+    Track,
+)
 from simulator.viewer.embed import mix, script_json, wav_data_uri
 from simulator.viewer.envelope import LEVELS
 from simulator.viewer.layout import (
@@ -20,23 +34,30 @@ from simulator.viewer.layout import (
     fmt_num,
     fmt_s,
     match_text,
-    page_name,
     scorer_notice,
 )
 from simulator.viewer.scripts import SESSION_JS
 
-__all__ = ["session_page"]
+__all__ = ["failure_page", "session_page"]
 
 MAX_GAIN = 8.0  # quiet recordings are drawn larger, never by more than this
 
 
-def session_page(run: RunView, s: SessionView) -> str:
+def session_page(
+    run: RunView,
+    s: SessionView,
+    page_dir: Path | None = None,
+    linked: Container[str] | None = None,
+) -> str:
+    """``page_dir``: where the page goes, for the paths to the bundle's audio files when they are
+    not embedded (None: absolute ``file:`` URLs). ``linked``: the sessions whose pages exist, for
+    the previous and next links (None: all)."""
     r = s.row
     body = "".join(
         [
-            _header(run, s),
+            _header(run, s, linked),
             _problems(s),
-            _timeline(s),
+            _timeline(s, page_dir),
             '<div class="grid2">',
             f'<section class="card" id="metrics"><h2>Session</h2>{_metrics(run, s)}</section>',
             '<section class="card" id="scores"><h2>Emotion scores</h2>'
@@ -48,16 +69,52 @@ def session_page(run: RunView, s: SessionView) -> str:
         ]
     )
     title = f"{r.sample_id} · {run.run_id} · duplexsim"
-    return document(title, body, SESSION_JS, script_json(_data(s)))
+    return document(title, body, SESSION_JS, script_json(_data(s)), kind="session")
 
 
-def _header(run: RunView, s: SessionView) -> str:
+def failure_page(run: RunView, row: ResultRow, problem: str) -> str:
+    """The page of a session whose data could not be gathered or drawn: what went wrong, and the
+    session's row."""
+    body = (
+        '<nav class="crumbs"><a href="../index.html">← all sessions</a>'
+        f"<span>run <b>{esc(run.run_id)}</b></span><span>model <b>{esc(run.model)}</b></span></nav>"
+        f"<h1>{esc(row.sample_id)} {badge(row.status)}</h1>"
+        + (
+            f'<div class="alert error"><b>Session failed:</b> {esc(row.error)}</div>'
+            if row.error
+            else ""
+        )
+        + '<div class="alert warn">This session\'s recording could not be read, so the page shows '
+        f"only its result row:<ul><li>{esc(problem)}</li></ul></div>"
+        f'<section class="card" id="metrics"><h2>Session</h2>{_row_table(row)}</section>'
+        f"<footer>duplexsim view · run {esc(run.run_id)} · "
+        f"{esc(str(run.run_dir / (row.bundle or '')))}</footer>"
+    )
+    title = f"{row.sample_id} · {run.run_id} · duplexsim"
+    return document(title, body, "", kind="session")
+
+
+def _row_table(r: ResultRow) -> str:
+    return _kv(
+        [
+            ("status", r.status),
+            ("end reason", r.end_reason),
+            ("attempts", str(r.attempts)),
+            ("response latency", fmt_ms(r.latency_s)),
+            ("reply duration", fmt_s(r.reply_duration_s, 2)),
+            ("wall time", fmt_s(r.wall_s, 1)),
+            ("bundle", r.bundle or "–"),
+        ]
+    )
+
+
+def _header(run: RunView, s: SessionView, linked: Container[str] | None) -> str:
     r = s.row
     before, after = run.neighbours(r.sample_id)
     steps = "".join(
-        f'<a class="step" href="{esc(page_name(sid))}" title="{esc(sid)}">{arrow}</a>'
+        f'<a class="step" href="{esc(run.page(sid))}" title="{esc(sid)}">{arrow}</a>'
         for sid, arrow in ((before, "‹ previous"), (after, "next ›"))
-        if sid is not None
+        if sid is not None and (linked is None or sid in linked)
     )
     match = s.scores.match if s.scores else None
     verdict = "" if match is None else badge("match" if match else "no match", match_text(match))
@@ -99,7 +156,7 @@ _LEGEND = (
 )
 
 
-def _timeline(s: SessionView) -> str:
+def _timeline(s: SessionView, page_dir: Path | None) -> str:
     if s.user is None and s.model is None and not s.markers:
         return (
             '<section class="card" id="timeline-card"><div class="alert info">Nothing was '
@@ -122,39 +179,93 @@ def _timeline(s: SessionView) -> str:
     gain = _gain(s)
     gain_note = f"<span>amplitude drawn ×{gain:.1f}</span>" if gain > 1.05 else ""
     return (
-        f'<section class="card" id="timeline-card"><div class="legend">{_LEGEND}{gain_note}</div>'
-        f'<div class="timeline">{lanes}</div>'
-        f'<div class="transport"><span class="clock" id="clock">0.000 s</span>{_players(s)}</div>'
+        f'<section class="card" id="timeline-card">{_linked_note(s, page_dir)}'
+        f'<div class="legend">{_LEGEND}{gain_note}</div><div class="timeline">{lanes}</div>'
+        '<div class="transport"><span class="clock" id="clock">0.000 s</span>'
+        f"{_players(s, page_dir)}</div>"
         '<p class="hint">Click the lanes to seek every player; space plays or pauses, ← → step '
         'half a second. Hover for times and events.</p></section><div id="tip"></div>'
     )
 
 
-def _players(s: SessionView) -> str:
+_BOTH_FILL = "linear-gradient(90deg,var(--user) 50%,var(--model) 50%)"
+
+
+def _players(s: SessionView, page_dir: Path | None) -> str:
+    if not s.embedded:
+        return _linked_players(s, page_dir)
     tracks: list[tuple[str, str, Track | None]] = [
         ("user", "var(--user)", s.user),
         ("model", "var(--model)", s.model),
     ]
     parts = []
     for name, fill, track in tracks:
-        parts.append(_player(name, fill, None if track is None else track.samples))
+        samples = None if track is None else track.samples
+        parts.append(_player(name, fill, None if samples is None else _wav_uri(samples)))
     if s.user is not None or s.model is not None:
         empty = np.zeros(0, dtype=np.float32)
-        both = mix(s.user.samples if s.user else empty, s.model.samples if s.model else empty)
-        parts.append(
-            _player("both", "linear-gradient(90deg,var(--user) 50%,var(--model) 50%)", both)
-        )
+        user = s.user.samples if s.user and s.user.samples is not None else empty
+        model = s.model.samples if s.model and s.model.samples is not None else empty
+        parts.append(_player("both", _BOTH_FILL, _wav_uri(mix(user, model))))
     return "".join(parts)
 
 
-def _player(name: str, fill: str, samples: NDArray[np.float32] | None) -> str:
+def _wav_uri(samples: NDArray[np.float32]) -> str:
+    return wav_data_uri(samples, AUDIO_RATE)
+
+
+def _linked_players(s: SessionView, page_dir: Path | None) -> str:
+    """Players of the bundle's own files, each that exists: one too long to draw still plays."""
+    fills = {"user": "var(--user)", "model": "var(--model)", "both": _BOTH_FILL}
+    return "".join(
+        _player(
+            name,
+            fills[name],
+            _file_url(s.files[name], page_dir) if name in s.files else None,
+            preload="metadata",
+        )
+        for name in AUDIO_FILES
+    )
+
+
+def _file_url(path: Path, page_dir: Path | None) -> str:
+    """``path`` as a URL relative to ``page_dir``; absolute where there is no relative path."""
+    rel = _relative(path, page_dir)
+    return path.absolute().as_uri() if rel is None else urllib.parse.quote(rel, safe="/")
+
+
+def _relative(path: Path, page_dir: Path | None) -> str | None:
+    if page_dir is None:
+        return None
+    try:
+        rel = os.path.relpath(os.path.abspath(path), os.path.abspath(page_dir))
+    except ValueError:  # another drive
+        return None
+    return Path(rel).as_posix()
+
+
+def _player(name: str, fill: str, src: str | None, preload: str = "auto") -> str:
     caption = f'<figcaption><i class="dot" style="background:{fill}"></i>{name}</figcaption>'
-    if samples is None:
+    if src is None:
         return f'<figure class="player">{caption}<span class="hint">no audio</span></figure>'
-    src = wav_data_uri(samples, AUDIO_RATE)
     return (
-        f'<figure class="player">{caption}<audio controls preload="auto" data-track="{name}" '
-        f'src="{src}"></audio></figure>'
+        f'<figure class="player">{caption}<audio controls preload="{preload}" '
+        f'data-track="{name}" src="{esc(src)}"></audio></figure>'
+    )
+
+
+def _linked_note(s: SessionView, page_dir: Path | None) -> str:
+    if s.embedded or not s.files:
+        return ""
+    folder = next(iter(s.files.values())).parent
+    where = _relative(folder, page_dir) or str(folder.absolute())
+    return (
+        '<div class="alert info" id="audio-linked"><b>Audio not embedded:</b> the three players '
+        f"hold {s.audio_s / 60:.1f} minutes of audio together, more than a page embeds "
+        "(<code>duplexsim view --max-embed-s</code>). They play the recording's own files "
+        f"({', '.join(AUDIO_FILES.values())}) from <code>{esc(where)}</code>, relative to this "
+        "page, so keep the page and the run folder together: move or copy them as one. "
+        "<i>both</i> plays stereo.wav: user on the left, model on the right.</div>"
     )
 
 
@@ -183,7 +294,7 @@ def _data(s: SessionView) -> dict[str, Any]:
         "duration": round(s.duration_s, 6),
         "gain": round(_gain(s), 3),
         "tracks": {"user": track(s.user), "model": track(s.model)},
-        "timing": {
+        "timing": {  # every number here is finite: load_run and load_session see to it
             "speech_end": s.speech_end_s,
             "onset": s.onset_s,
             "offset": s.offset_s,
