@@ -327,16 +327,17 @@ def first_call_clock() -> tuple[Callable[[], float], list[float]]:
 
 
 def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -> Record:
-    sends = [e for e in outcome.events if e["dir"] == "send" and e["kind"] == "audio"]
-    due = np.fromiter((e["due"] for e in sends), dtype=np.float64, count=len(sends))
-    sent = np.fromiter((e["t"] for e in sends), dtype=np.float64, count=len(sends))
+    # from the compact records (what the runner keeps), not the event dicts built from them
+    sends = outcome.records.sends  # (n, t, due, samples)
+    due = np.fromiter((d for _, _, d, _ in sends), dtype=np.float64, count=len(sends))
+    sent = np.fromiter((t for _, t, _, _ in sends), dtype=np.float64, count=len(sends))
     t = outcome.timing
     # pcm-ws answers input frame j with exactly one binary frame: the j-th audio event is its
     # output, so arrival - due(j) is the round trip and placed - due(j) what the timeline adds
     frame_s = due[1] - due[0] if due.size > 1 else 0.02
-    recv = [e for e in outcome.events if e["dir"] == "recv" and e["kind"] == "audio"]
-    arrival = np.array([e["t"] for e in recv], dtype=np.float64)
-    placed = np.array([e["placed_s"] for e in recv], dtype=np.float64)
+    recv = outcome.records.received  # (t, samples, placed, offset, silent)
+    arrival = np.array([r[0] for r in recv], dtype=np.float64)
+    placed = np.array([r[2] for r in recv], dtype=np.float64)
     rx_due = np.arange(len(recv)) * frame_s
     max_delay = float((arrival - rx_due).max()) * 1000 if recv else None
     onset_lag = onset_delay = None
@@ -353,7 +354,7 @@ def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -
         error=outcome.error,
         t0=t0,
         due_s=due,
-        err_ms=(sent - due) * 1000.0,  # event times are rounded to 1 us
+        err_ms=(sent - due) * 1000.0,
         send_p99_ms=outcome.send.p99_ms,
         send_max_ms=outcome.send.max_ms,
         latency_s=t.latency_s if t else None,

@@ -120,6 +120,38 @@ class SessionSettings:
         }
 
 
+Send = tuple[int, float, float, int]  # n, t, due, samples
+Received = tuple[float, int, float, float | None, bool]  # t, samples, placed at, offset, silent
+Logged = tuple[int, float, dict[str, Any]]  # audio chunks received before it, t, event
+
+
+@dataclass(frozen=True)
+class EventRecords:
+    """A session's events as recorded on the hot path: plain tuples, cheap to keep and to send to
+    the process that writes the bundle; ``log()`` spells them out as event dicts."""
+
+    sends: list[Send] = field(default_factory=list)
+    received: list[Received] = field(default_factory=list)
+    logged: list[Logged] = field(default_factory=list)
+
+    def log(self) -> list[dict[str, Any]]:
+        """Every event, sends and received audio included, in time order (ties in arrival
+        order: a message read together with audio keeps its place among the chunks)."""
+        sends = [
+            (t, -1.0, {"t": round(t, 6), "dir": "send", "kind": "audio", "n": n,
+                       "due": round(due, 6), "samples": k})
+            for n, t, due, k in self.sends
+        ]  # fmt: skip
+        audio = [
+            (t, float(i), {"t": round(t, 6), "dir": "recv", "kind": "audio", "samples": k,
+                           "placed_s": round(placed, 6), "offset_s": offset, "silent": silent})
+            for i, (t, k, placed, offset, silent) in enumerate(self.received)
+        ]  # fmt: skip
+        others = [(t, before - 0.5, e) for before, t, e in self.logged]
+        merged = sorted([*sends, *audio, *others], key=lambda item: (item[0], item[1]))
+        return [e for _, _, e in merged]
+
+
 @dataclass
 class SessionOutcome:
     status: str  # "ok" | "no-reply" | "failed"
@@ -130,13 +162,19 @@ class SessionOutcome:
     output_rate: int
     sent: NDArray[np.float32]  # everything sent, at input_rate
     output: NDArray[np.float32]  # the model's audio on the timeline, at output_rate
-    events: list[dict[str, Any]]
+    records: EventRecords
     bytes_sent: int = 0
     bytes_received: int = 0
     error: str | None = None
     retryable: bool = False
     retry_after_s: float | None = None
     wall_s: float = 0.0
+
+    @functools.cached_property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event as a dict (built on first use: the runner leaves that to the process
+        that writes the bundle)."""
+        return self.records.log()
 
 
 class _Session:
@@ -176,10 +214,9 @@ class _Session:
         # they become event dicts once the session is over.
         # (audio chunks received before it, event): a message read together with audio keeps its
         # place among the chunks when their stamps are equal
-        self.events: list[tuple[int, dict[str, Any]]] = []
-        self.sends: list[tuple[int, float, float, int]] = []  # n, t, due, samples
-        # t, samples, placed at, declared offset, silent
-        self.audio_in: list[tuple[float, int, float, float | None, bool]] = []
+        self.events: list[Logged] = []
+        self.sends: list[Send] = []
+        self.audio_in: list[Received] = []
         self.send_errors: list[float] = []
         self.frames_sent = 0
         self.t0 = 0.0
@@ -188,45 +225,7 @@ class _Session:
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
-        self.events.append((len(self.audio_in), event))
-
-    def event_log(self) -> list[dict[str, Any]]:
-        """Every event, sends and received audio included, in time order (ties in arrival
-        order)."""
-        sends = [
-            (
-                t,
-                -1.0,
-                {
-                    "t": round(t, 6),
-                    "dir": "send",
-                    "kind": "audio",
-                    "n": n,
-                    "due": round(due, 6),
-                    "samples": k,
-                },
-            )
-            for n, t, due, k in self.sends
-        ]
-        audio = [
-            (
-                t,
-                float(i),
-                {
-                    "t": round(t, 6),
-                    "dir": "recv",
-                    "kind": "audio",
-                    "samples": k,
-                    "placed_s": round(placed, 6),
-                    "offset_s": offset,
-                    "silent": silent,
-                },
-            )
-            for i, (t, k, placed, offset, silent) in enumerate(self.audio_in)
-        ]
-        others = [(float(e["t"]), before - 0.5, e) for before, e in self.events]
-        merged = sorted([*sends, *audio, *others], key=lambda item: (round(item[0], 6), item[1]))
-        return [e for _, _, e in merged]
+        self.events.append((len(self.audio_in), t, event))
 
     def advance_vad(self) -> None:
         """Feed the VAD everything placed since the last call (final: nothing is ever placed
@@ -411,7 +410,7 @@ async def run_session(
     loop = asyncio.get_running_loop()
     # assembling the recordings is end-of-session work: off the loop that paces the others
     sent, output = await asyncio.to_thread(_recorded_audio, s)
-    events = await asyncio.to_thread(s.event_log)
+    records = EventRecords(s.sends, s.audio_in, s.events)
     # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
     # never on the loop that paces other sessions
     if speech_end_s is None:
@@ -424,7 +423,10 @@ async def run_session(
             executor, speech_end, user, user_rate, settings.vad
         )
     timing = None
-    if error is None:
+    if error is None and s.track.end_samples == 0:
+        # nothing audible ever arrived: no reply, known without running the VAD over silence
+        timing = ReplyTiming(speech_end_s, None, None, None, None, 0.0)
+    elif error is None:
         timing = await loop.run_in_executor(
             executor,
             functools.partial(
@@ -437,7 +439,7 @@ async def run_session(
                 vad=settings.vad,
             ),
         )
-    return _outcome(s, sent, output, events, timing, error, wall_s)
+    return _outcome(s, sent, output, records, timing, error, wall_s)
 
 
 async def _stream(s: _Session) -> None:
@@ -478,7 +480,7 @@ def _outcome(
     s: _Session,
     sent: NDArray[np.float32],
     output: NDArray[np.float32],
-    events: list[dict[str, Any]],
+    records: EventRecords,
     timing: ReplyTiming | None,
     error: SessionError | None,
     wall_s: float,
@@ -500,7 +502,7 @@ def _outcome(
         output_rate=caps.output_rate,
         sent=sent,
         output=output,
-        events=events,
+        records=records,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
         error=None if error is None else error.message,
