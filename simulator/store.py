@@ -63,6 +63,8 @@ COLUMNS = (
     "bundle",
     "finished_at",
 )
+# the measurements among them (REAL or INTEGER, NULL when not measured)
+MEASURES = COLUMNS[COLUMNS.index("latency_s") : COLUMNS.index("wall_s") + 1]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from simulator.core.timing import speech_end
 from simulator.core.vad import Segment, VadConfig, frame_flags, segments
 from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
 from simulator.scoring_run import ScoreCache, cache_path
-from simulator.store import ResultRow, read_results
+from simulator.store import MEASURES, ResultRow, read_results
 from simulator.viewer.envelope import Envelope, density, envelope
 from simulator.viewer.layout import page_names
 
@@ -56,19 +56,7 @@ MAX_MARKERS = 2000
 MAX_AUDIO_S = 3600.0
 # the bundle's files for each player: user, model, and both (stereo: user left, model right)
 AUDIO_FILES = {"user": "input.wav", "model": "output.wav", "both": "stereo.wav"}
-_ROW_NUMBERS = (
-    "latency_s",
-    "onset_s",
-    "reply_duration_s",
-    "overlap_s",
-    "speech_end_s",
-    "send_p50_ms",
-    "send_p99_ms",
-    "send_max_ms",
-    "bytes_sent",
-    "bytes_received",
-    "wall_s",
-)
+_ROW_NUMBERS = MEASURES
 FloatArray = NDArray[np.float32]
 
 
