@@ -62,7 +62,12 @@ async def one_batch(protocol: str, n: int, pool: Any) -> dict[str, Any]:
         wall0, cpu0 = time.monotonic(), cpu_s()
         outcomes = await asyncio.gather(*(session(i) for i in range(n)))
         wall, cpu = time.monotonic() - wall0, cpu_s() - cpu0
-    errors = np.array([t - due for o in outcomes for _, t, due, _ in o.records.sends]) * 1000
+    errors = (
+        np.concatenate(
+            [np.subtract(o.records.send_t, o.records.send_due) for o in outcomes] or [np.zeros(0)]
+        )
+        * 1000
+    )
     lat = (
         np.array(
             [

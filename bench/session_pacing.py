@@ -327,21 +327,20 @@ def first_call_clock() -> tuple[Callable[[], float], list[float]]:
 
 
 def record(index: int, server: int, outcome: SessionOutcome, t0: float | None) -> Record:
-    # from the compact records (what the runner keeps), not the event dicts built from them
-    sends = outcome.records.sends  # (n, t, due, samples)
-    due = np.fromiter((d for _, _, d, _ in sends), dtype=np.float64, count=len(sends))
-    sent = np.fromiter((t for _, t, _, _ in sends), dtype=np.float64, count=len(sends))
+    # from the record columns (what the runner keeps), not the event dicts built from them
+    rec = outcome.records
+    due = np.frombuffer(rec.send_due, dtype=np.float64)
+    sent = np.frombuffer(rec.send_t, dtype=np.float64)
     t = outcome.timing
     # pcm-ws answers input frame j with exactly one binary frame: the j-th audio event is its
     # output, so arrival - due(j) is the round trip and placed - due(j) what the timeline adds
     frame_s = due[1] - due[0] if due.size > 1 else 0.02
-    recv = outcome.records.received  # (t, samples, placed, offset, silent)
-    arrival = np.array([r[0] for r in recv], dtype=np.float64)
-    placed = np.array([r[2] for r in recv], dtype=np.float64)
-    rx_due = np.arange(len(recv)) * frame_s
-    max_delay = float((arrival - rx_due).max()) * 1000 if recv else None
+    arrival = np.frombuffer(rec.recv_t, dtype=np.float64)
+    placed = np.frombuffer(rec.recv_placed, dtype=np.float64)
+    rx_due = np.arange(arrival.size) * frame_s
+    max_delay = float((arrival - rx_due).max()) * 1000 if arrival.size else None
     onset_lag = onset_delay = None
-    if t is not None and t.onset_s is not None and recv:
+    if t is not None and t.onset_s is not None and arrival.size:
         k = int(np.searchsorted(placed, t.onset_s, side="right")) - 1
         if k >= 0:
             onset_lag = float(placed[k] - rx_due[k]) * 1000

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import math
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +33,7 @@ from clients.base import (
 )
 from simulator.core.audio import frame_signal, resample
 from simulator.core.errors import Disconnected, SessionError
+from simulator.core.records import EventRecords
 from simulator.core.timeline import OutputTrack, Schedule
 from simulator.core.timing import ReplyTiming, SendStats, measure_reply, send_stats, speech_end
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
@@ -120,38 +122,6 @@ class SessionSettings:
         }
 
 
-Send = tuple[int, float, float, int]  # n, t, due, samples
-Received = tuple[float, int, float, float | None, bool]  # t, samples, placed at, offset, silent
-Logged = tuple[int, float, dict[str, Any]]  # audio chunks received before it, t, event
-
-
-@dataclass(frozen=True)
-class EventRecords:
-    """A session's events as recorded on the hot path: plain tuples, cheap to keep and to send to
-    the process that writes the bundle; ``log()`` spells them out as event dicts."""
-
-    sends: list[Send] = field(default_factory=list)
-    received: list[Received] = field(default_factory=list)
-    logged: list[Logged] = field(default_factory=list)
-
-    def log(self) -> list[dict[str, Any]]:
-        """Every event, sends and received audio included, in time order (ties in arrival
-        order: a message read together with audio keeps its place among the chunks)."""
-        sends = [
-            (t, -1.0, {"t": round(t, 6), "dir": "send", "kind": "audio", "n": n,
-                       "due": round(due, 6), "samples": k})
-            for n, t, due, k in self.sends
-        ]  # fmt: skip
-        audio = [
-            (t, float(i), {"t": round(t, 6), "dir": "recv", "kind": "audio", "samples": k,
-                           "placed_s": round(placed, 6), "offset_s": offset, "silent": silent})
-            for i, (t, k, placed, offset, silent) in enumerate(self.received)
-        ]  # fmt: skip
-        others = [(t, before - 0.5, e) for before, t, e in self.logged]
-        merged = sorted([*sends, *audio, *others], key=lambda item: (item[0], item[1]))
-        return [e for _, _, e in merged]
-
-
 @dataclass
 class SessionOutcome:
     status: str  # "ok" | "no-reply" | "failed"
@@ -210,14 +180,10 @@ class _Session:
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
-        # The hot paths record plain tuples (cheap, never tracked by the garbage collector);
-        # they become event dicts once the session is over.
-        # (audio chunks received before it, event): a message read together with audio keeps its
-        # place among the chunks when their stamps are equal
-        self.events: list[Logged] = []
-        self.sends: list[Send] = []
-        self.audio_in: list[Received] = []
-        self.send_errors: list[float] = []
+        # The hot paths record numbers in columns (no objects for the garbage collector to
+        # walk); they become event dicts where the bundle is written.
+        self.records = EventRecords()
+        self.send_errors = array("d")
         self.frames_sent = 0
         self.t0 = 0.0
         self.last_rx = 0.0
@@ -225,7 +191,7 @@ class _Session:
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
-        self.events.append((len(self.audio_in), t, event))
+        self.records.add_event(t, event)
 
     def advance_vad(self) -> None:
         """Feed the VAD everything placed since the last call (final: nothing is ever placed
@@ -271,7 +237,7 @@ class _Session:
             await self.client.send_audio(chunk)
             self.send_errors.append(now - due)
             self.frames_sent = n = n + 1
-            self.sends.append((n - 1, now - self.t0, due - self.t0, chunk.size))
+            self.records.add_send(n - 1, now - self.t0, due - self.t0, chunk.size)
             if live is not None:
                 self.live_sent.append(chunk)
             if self.tap is not None:
@@ -348,7 +314,9 @@ class _Session:
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)
         placed = self.track.place(samples, t, event.offset_s)
-        self.audio_in.append((t, placed.n_samples, placed.start_s, event.offset_s, placed.silent))
+        self.records.add_received(
+            t, placed.n_samples, placed.start_s, event.offset_s, placed.silent
+        )
         if self.tap is not None and not placed.silent:
             self.tap.on_placed(samples, placed.start_s)
 
@@ -410,7 +378,7 @@ async def run_session(
     loop = asyncio.get_running_loop()
     # assembling the recordings is end-of-session work: off the loop that paces the others
     sent, output = await asyncio.to_thread(_recorded_audio, s)
-    records = EventRecords(s.sends, s.audio_in, s.events)
+    records = s.records
     # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
     # never on the loop that paces other sessions
     if speech_end_s is None:
