@@ -353,6 +353,7 @@ async def talk(
         cleanup.callback(mic.close)
         store, first = _open_store(opts, profile)
         cleanup.callback(store.close)
+        say(f"talking to {profile.name}; Ctrl-C ends after the current turn")  # devices are open
         session = _Talk(profile, opts, say)
         session.task = asyncio.current_task()
         if _on_sigint(session.interrupt):

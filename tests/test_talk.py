@@ -239,6 +239,7 @@ def test_ctrl_c_ends_the_turn_records_it_and_stops(tmp_path):
     )
     try:
         assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("talking to fake-echo")  # devices are open
         assert "talk-001: speak now" in proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

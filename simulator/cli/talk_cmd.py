@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -114,7 +113,6 @@ def _talk(args: argparse.Namespace) -> int:
         max_turn_s=args.seconds,
         end_of_turn_ms=args.end_of_turn_ms,
     )
-    print(f"talking to {profile.name}; Ctrl-C ends after the current turn", file=sys.stderr)
     try:
         rows = asyncio.run(talk(profile, opts, say=lambda line: print(line, flush=True)))
     except asyncio.CancelledError:
