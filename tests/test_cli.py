@@ -190,3 +190,9 @@ def test_score_and_scoring_worker_help_show_the_precision_option():
         assert result.returncode == 0, result.stderr
         assert "--precision {fp32,bf16,fp16}" in result.stdout
         assert "AMX-BF16" in " ".join(result.stdout.split())
+
+
+def test_an_unknown_scorer_is_refused_before_any_work(tmp_path):
+    # before the listing is even read (it does not exist here)
+    args = ["benchmark", "build", str(tmp_path / "calls.csv"), "--out", str(tmp_path / "b")]
+    assert_clean_error(duplexsim(*args, "--scorer", "nope"), "unknown scorer 'nope'", "prosody")

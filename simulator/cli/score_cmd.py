@@ -66,7 +66,7 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
-    from scoring.models import check_precision
+    from scoring.models import check_precision, scorer_names
 
     name = "empathic-insight-voice-small" if args.model_path else "prosody"
     if args.scorer != AUTO:
@@ -78,6 +78,9 @@ def resolve_scorer_name(args: argparse.Namespace) -> str:
         )
     if args.precision is not None and getattr(args, "factory", None):
         raise ConfigError("--precision applies to the registry's scorers, not to --factory")
+    in_process = not args.endpoint and not getattr(args, "factory", None)
+    if in_process and name not in scorer_names():  # a service's workers name their own
+        raise ConfigError(f"unknown scorer '{name}' (known: {', '.join(scorer_names())})")
     check_precision(name, args.precision)
     return name
 
