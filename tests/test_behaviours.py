@@ -196,3 +196,14 @@ def test_factory_makes_fresh_behaviours_at_the_asked_rate() -> None:
     make = behaviour_factory("echo", echo_s=1.0)
     a, b = make(24000), make(24000)
     assert a is not b and a.rate == 24000
+
+
+def test_an_interrupted_reply_stops_and_the_next_turn_gets_its_own() -> None:
+    b = make_behaviour("neutral", RATE, hangover_s=0.25, utterance=synthetic_voice(RATE, 4.0))
+    run(b, clip(("silence", 0.3), ("speech", 1.0), ("silence", 0.6)), 320)
+    assert b.replying
+    b.interrupt()  # the server stopped it: the user talked over it
+    assert not b.replying and b.scheduled_reply is None
+    _, steps = run(b, clip(("speech", 0.8), ("silence", 0.6)), 320)
+    assert sum(s.reply_started for _, s in steps) == 1  # the new turn is answered
+    assert len(b.turns) == 2

@@ -711,3 +711,7 @@ def test_user_speech_interrupts_a_response_being_generated() -> None:
     assert done["response"]["status_details"]["reason"] == "turn_detected"
     after = kinds.index("response.done")
     assert "response.output_audio.delta" not in kinds[after:]
+    # the model was silenced, so the turn that interrupted it gets a reply of its own
+    later = feed(server, np.zeros(RATE, np.float32))
+    assert [m["type"] for _, m in later].count("response.created") == 1
+    assert server.responses == 2

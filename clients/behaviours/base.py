@@ -137,6 +137,11 @@ class Behaviour(ABC):
     def replying(self) -> bool:
         return self._reply is not None
 
+    def interrupt(self) -> None:
+        """The server stopped the reply (the user talked over it, or the client cancelled it):
+        the model is silent again, so the turn under way gets a reply of its own."""
+        self._reply = None
+
     def push(self, samples: NDArray[Any]) -> Step:
         x = np.array(samples, dtype=np.float32).reshape(-1)  # a copy: callers may reuse buffers
         c0, self._pos = self._pos, self._pos + x.size

@@ -347,6 +347,8 @@ class ServerProtocol:
         if self._playing is None or self._setup.activity_handling == "NO_INTERRUPTION":
             return []
         self._playing = None
+        if self._behaviour is not None:
+            self._behaviour.interrupt()
         return [
             Send(wire.encode_server([wire.Interrupted()])),
             Send(wire.encode_server([wire.TurnComplete()])),

@@ -327,6 +327,9 @@ class ServerProtocol:
         """Stop the response being generated: what was sent is all the client gets."""
         resp, self._playing = self._playing, None
         assert resp is not None
+        if self._behaviour is not None:
+            self._behaviour.interrupt()
+        self._captured = False
         return [Burst(self._closing(resp, "cancelled", reason))]
 
     def _finish_now(self) -> list[Action]:
