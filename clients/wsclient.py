@@ -16,6 +16,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.frames import DATA_OPCODES, Frame
 from websockets.http11 import Response
+from websockets.protocol import State
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
 from simulator.core.errors import ConnectError, Disconnected, SessionError
@@ -56,6 +57,18 @@ class StampedConnection(ClientConnection):
         super().process_event(event)
         if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
             self.arrivals.append(self._read_at)
+
+    async def send_message(self, message: str | bytes) -> None:
+        """``send`` for one whole message, written at once when nothing stands in its way (open,
+        no fragmented send under way, writing not paused): the per-frame path of every session."""
+        if self.send_in_progress is None and not self.paused and self.protocol.state is State.OPEN:
+            if isinstance(message, str):
+                self.protocol.send_text(message.encode())
+            else:
+                self.protocol.send_binary(message)
+            self.send_data()
+            return
+        await self.send(message)
 
     async def recv(self, decode: bool | None = None) -> Any:
         message = await super().recv(decode)
@@ -152,6 +165,14 @@ class WebSocketClient(DuplexClient):
         if self._ws is not None:
             self._closing = True
             await self._ws.close()
+
+    async def send_message(self, message: str | bytes) -> None:
+        """One whole message to the server (raises ConnectionClosed like ``send``)."""
+        ws = self._connected()
+        if isinstance(ws, StampedConnection):
+            await ws.send_message(message)
+        else:
+            await ws.send(message)
 
     def _connected(self) -> ClientConnection:
         if self._ws is None:

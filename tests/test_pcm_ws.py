@@ -488,3 +488,41 @@ async def test_normal_close_ends_the_events(echo_server: RunningServer) -> None:
     await client.connect()
     await client.aclose()
     assert [e async for e in client.events()] == []
+
+
+async def test_send_message_writes_in_order_and_reports_a_closed_connection():
+    """The per-frame send path writes straight to the socket; order, types and the close
+    behaviour are those of websockets' own send."""
+    import functools
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from clients.wsclient import StampedConnection
+
+    got: list[str | bytes] = []
+    done = asyncio.Event()
+
+    async def sink(ws: ServerConnection) -> None:
+        async for message in ws:
+            got.append(message)
+            if len(got) == 200:
+                done.set()
+                await ws.close()
+
+    async with serve(sink, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        factory = functools.partial(StampedConnection, clock=time.monotonic)
+        async with connect(
+            f"ws://127.0.0.1:{port}", compression=None, create_connection=factory
+        ) as ws:
+            assert isinstance(ws, StampedConnection)
+            sent = [f"m{i}" if i % 2 else bytes([i % 256]) * 640 for i in range(200)]
+            for message in sent:
+                await ws.send_message(message)
+            await asyncio.wait_for(done.wait(), 5.0)
+            assert got == sent
+            with pytest.raises(ConnectionClosed):
+                for _ in range(100):
+                    await ws.send_message(b"late")
+                    await asyncio.sleep(0.01)

@@ -85,10 +85,9 @@ class GeminiLiveClient(WebSocketClient):
         await self._send(self._proto.commit_messages())
 
     async def _send(self, messages: list[str]) -> None:
-        ws = self._connected()
         for message in messages:
             try:
-                await ws.send(message)
+                await self.send_message(message)
             except ConnectionClosed as exc:
                 raise self._closed(exc, "while sending") from None
             self.bytes_sent += len(message)

@@ -87,12 +87,11 @@ class MoshiClient(WebSocketClient):
         self._proto.receive_handshake(message)
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
-        ws = self._connected()
         data = self._proto.audio_message(samples)
         if data is None:
             return  # less than a whole 80 ms frame so far
         try:
-            await ws.send(data)
+            await self.send_message(data)
         except ConnectionClosed as exc:
             raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(data)

@@ -89,9 +89,8 @@ class OpenAIRealtimeClient(WebSocketClient):
             await self._send(message)
 
     async def _send(self, message: str) -> None:
-        ws = self._connected()
         try:
-            await ws.send(message)
+            await self.send_message(message)
         except ConnectionClosed as exc:
             raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(message)

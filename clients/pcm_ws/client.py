@@ -60,10 +60,9 @@ class PcmWsClient(WebSocketClient):
         self._proto.receive_hello_ack(reply)
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
-        ws = self._connected()
         data = self._proto.audio_message(samples)
         try:
-            await ws.send(data)
+            await self.send_message(data)
         except ConnectionClosed as exc:
             raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
         self.bytes_sent += len(data)
