@@ -13,7 +13,6 @@ import contextlib
 import functools
 import math
 import time
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -183,7 +182,6 @@ class _Session:
         # The hot paths record numbers in columns (no objects for the garbage collector to
         # walk); they become event dicts where the bundle is written.
         self.records = EventRecords()
-        self.send_errors = array("d")
         self.frames_sent = 0
         self.t0 = 0.0
         self.last_rx = 0.0
@@ -235,7 +233,6 @@ class _Session:
             if chunk is None:
                 chunk = self.frames[n] if n < len(self.frames) else self.silence
             await self.client.send_audio(chunk)
-            self.send_errors.append(now - due)
             self.frames_sent = n = n + 1
             self.records.add_send(n - 1, now - self.t0, due - self.t0, chunk.size)
             if live is not None:
@@ -465,7 +462,7 @@ def _outcome(
         status=status,
         end_reason=reason,
         timing=timing,
-        send=send_stats(s.send_errors),
+        send=send_stats(s.records.send_errors()),
         input_rate=caps.input_rate,
         output_rate=caps.output_rate,
         sent=sent,

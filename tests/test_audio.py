@@ -397,3 +397,21 @@ def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
         read_audio(path, sample_rate=0)
     with pytest.raises(ValueError):
         read_audio(path, max_duration_s=0)
+
+
+def test_write_text_atomic_replaces_with_a_plain_files_mode(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from simulator.core.files import write_text_atomic
+
+    target = tmp_path / "report.json"
+    write_text_atomic(target, "one")
+    write_text_atomic(target, "two")
+    assert target.read_text() == "two"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+    with pytest.raises(FileNotFoundError):
+        write_text_atomic(tmp_path / "missing" / "x.json", "x")

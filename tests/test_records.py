@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
+
 from simulator.core.records import EventRecords
 
 
@@ -40,3 +42,11 @@ def test_records_pickle_as_columns():
     back = pickle.loads(pickle.dumps(r))
     assert back.log() == r.log()
     assert len(pickle.dumps(r)) < 750 * 2 * 48  # bytes per row, not objects per row
+
+
+def test_send_errors_are_sent_minus_due():
+    r = EventRecords()
+    r.add_send(0, 0.0015, 0.0, 320)
+    r.add_send(1, 0.0205, 0.02, 320)
+    assert r.send_errors() == pytest.approx([0.0015, 0.0005])
+    assert EventRecords().send_errors() == []

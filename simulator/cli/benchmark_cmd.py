@@ -291,8 +291,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from simulator.core.files import write_text_atomic
     from simulator.corpus import ValidateOptions, validate_calls
-    from simulator.corpus.builder import write_text_atomic
 
     opts = _options(args, build=False)
     assert isinstance(opts, ValidateOptions)

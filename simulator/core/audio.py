@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import stat
 import struct
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import soundfile as sf
 import soxr
 
 from simulator.core.errors import AudioFileError
+from simulator.core.files import temp_beside
 
 __all__ = [
     "DEFAULT_MAX_DURATION_S",
@@ -223,24 +223,13 @@ def write_audio(
         raise ValueError(f"expected (frames,) or (frames, channels) samples, got {samples.shape}")
     _check_rate("sample_rate", sample_rate)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _create_temp_beside(target)
+    tmp = temp_beside(target)
     try:
         sf.write(tmp, samples, sample_rate, format=fmt, subtype=subtype or default_subtype)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def _create_temp_beside(target: Path) -> Path:
-    # Not tempfile.mkstemp: its 0600 mode would survive os.replace; os.open honours the umask.
-    while True:
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        except FileExistsError:
-            continue
-        return tmp
 
 
 def _check_rate(name: str, rate: int) -> None:

@@ -49,6 +49,10 @@ class EventRecords:
     def add_event(self, t: float, event: dict[str, Any]) -> None:
         self.logged.append((len(self.recv_t), t, event))
 
+    def send_errors(self) -> list[float]:
+        """Time sent minus time due, per frame (seconds)."""
+        return [t - due for t, due in zip(self.send_t, self.send_due, strict=True)]
+
     @property
     def sends(self) -> list[tuple[int, float, float, int]]:
         """(n, t, due, samples) per frame sent."""

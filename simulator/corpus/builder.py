@@ -40,6 +40,7 @@ from simulator.core.audio import write_audio
 from simulator.core.benchmark import MANIFEST_NAME
 from simulator.core.emotions import EMOTION_NAMES
 from simulator.core.errors import ConfigError
+from simulator.core.files import write_text_atomic
 from simulator.core.vad import VadConfig
 from simulator.corpus.balance import Balance, BalanceConfig, balance
 from simulator.corpus.calls import CallSpec, load_call, read_listings
@@ -55,7 +56,6 @@ __all__ = [
     "BuildResult",
     "Timings",
     "build_benchmark",
-    "write_text_atomic",
 ]
 
 REPORT_JSON = "build-report.json"
@@ -420,20 +420,6 @@ def _write_sample(
             "b_turn_s": [_r(b.start_s), _r(b.end_s)],
         },
     }
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it, so a reader never sees
-    half of it; the file gets the umask's mode, as a plain write would."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would survive the rename
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _install(tmp: Path, out: Path, overwrite: bool) -> None:

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from simulator.core.files import write_text_atomic
 from simulator.report.data import RunReport
 from simulator.report.html import html_report
 from simulator.report.plots import emotion_bars, language_heatmap
 from simulator.report.tables import markdown_report, ranked
 
 __all__ = ["write_report"]
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]:
@@ -39,8 +27,8 @@ def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]
         "html": out_dir / "leaderboard.html",
         "json": out_dir / "leaderboard.json",
     }
-    _atomic_text(paths["markdown"], markdown_report(ordered, plots=[bars.name, heat.name]))
-    _atomic_text(paths["html"], html_report(ordered, [bars, heat]))
+    write_text_atomic(paths["markdown"], markdown_report(ordered, plots=[bars.name, heat.name]))
+    write_text_atomic(paths["html"], html_report(ordered, [bars, heat]))
     data = {"runs": [r.to_dict() for r in ordered]}
-    _atomic_text(paths["json"], json.dumps(data, indent=2, default=str))
+    write_text_atomic(paths["json"], json.dumps(data, indent=2, default=str))
     return paths

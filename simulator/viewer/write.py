@@ -13,10 +13,9 @@ result row); the others and the index are written as usual.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 
+from simulator.core.files import write_text_atomic
 from simulator.viewer.data import RunView, load_run, load_session
 from simulator.viewer.index import index_page
 from simulator.viewer.layout import GENERATOR
@@ -30,17 +29,9 @@ _HEAD_BYTES = 4096  # where a page's generator and kind are
 _log = logging.getLogger(__name__)
 
 
-def _atomic_text(path: Path, text: str) -> None:
+def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would survive the rename
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 def write_session(
@@ -59,7 +50,7 @@ def write_session(
         problem = f"{type(exc).__name__}: {exc}"
         _log.warning("%s: session %r: %s (its page says so)", run.run_dir, sample_id, problem)
         text = failure_page(run, run.row(sample_id), problem)
-    _atomic_text(path, text)
+    _write(path, text)
     return path
 
 
@@ -113,10 +104,10 @@ def write_view(
         linked.add(row.sample_id)
         page = write_session(run, row.sample_id, out, max_embed_s=max_embed_s, linked=linked)
         if not index.exists() or _page_kind(index) == "partial-index":
-            _atomic_text(index, index_page(run, SESSIONS_DIR, linked))
+            _write(index, index_page(run, SESSIONS_DIR, linked))
         return page
     for r in run.rows:
         write_session(run, r.sample_id, out, max_embed_s=max_embed_s)
     _remove_stale_pages(run, out / SESSIONS_DIR)
-    _atomic_text(index, index_page(run, SESSIONS_DIR))
+    _write(index, index_page(run, SESSIONS_DIR))
     return index
