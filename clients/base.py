@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,9 +27,11 @@ __all__ = [
     "SpeechStarted",
     "SpeechStopped",
     "Transcript",
+    "WireMessage",
 ]
 
 Clock = Callable[[], float]
+WireMessage = str | bytes  # one message as a protocol puts it on the wire
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class AudioOut:
     samples: np.ndarray  # float32 mono at Capabilities.output_rate
     arrival: float  # clock() when the bytes arrived
     offset_s: float | None = None  # where the server says this chunk belongs on the input timeline
+    silent: bool = False  # the protocol saw digital silence (all-zero PCM): nothing to check
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ class DuplexClient(ABC):
     """One connection to one model for one session."""
 
     protocol: ClassVar[str]
+    pollable: ClassVar[bool] = False  # offers poll_events (else events() only)
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
@@ -118,9 +122,26 @@ class DuplexClient(ABC):
     async def send_audio(self, samples: np.ndarray) -> None:
         """Send float32 mono samples at ``capabilities.input_rate``."""
 
+    def encode_audio(self, frames: np.ndarray) -> Sequence[WireMessage] | None:
+        """Each row of ``frames`` (float32, ``capabilities.input_rate``) as the message
+        ``send_audio`` would make of it, for ``send_encoded``: fixed input is encoded before
+        streaming starts, so the per-frame path only writes. None where a frame's encoding depends
+        on the frames before it (Opus) or audio does not go out as messages (WebRTC)."""
+        return None
+
+    async def send_encoded(self, message: WireMessage) -> None:
+        """Send one message from ``encode_audio`` as ``send_audio`` would send its frame."""
+        raise NotImplementedError(f"{type(self).__name__} does not pre-encode audio")
+
     @abstractmethod
     def events(self) -> AsyncIterator[ClientEvent]:
         """Events as they arrive; ends when the connection closes."""
+
+    def poll_events(self) -> tuple[list[ClientEvent], bool]:
+        """The events that arrived since the last call, without waiting, and whether the stream
+        has ended (where ``pollable``): a session drains them once per frame instead of waking a
+        task for every message. Arrival times are those of the bytes, as in ``events()``."""
+        raise NotImplementedError(f"{type(self).__name__} only streams its events")
 
     def timeline_started(self, t0: float) -> None:  # noqa: B027 - optional hook
         """The session's T0 (clock value when frame 0 is due); replay aligns its events to it."""

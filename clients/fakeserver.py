@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 
+from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -18,8 +21,11 @@ from websockets.http11 import Request, Response
 
 from clients.faults import Faults
 from clients.serveractions import Action, Burst, Close, Send, Stall
+from clients.wsinbox import InboxServerConnection
+from clients.wswrite import send_message, try_write
+from simulator.core.errors import ProtocolError
 
-__all__ = ["DelayedOutbox", "RunningServer", "serve_websockets"]
+__all__ = ["DelayedOutbox", "RunningServer", "carry_out", "converse", "serve_websockets"]
 
 Data = str | bytes
 MAX_MESSAGE = 2**22
@@ -79,6 +85,7 @@ async def serve_websockets(
         handler,
         host,
         port,
+        create_connection=InboxServerConnection,
         compression=None,
         process_request=process_request,
         close_timeout=1.0,
@@ -99,8 +106,9 @@ class DelayedOutbox:
     """Sends messages in order, each ``delay_s`` after it was queued (the one place a fake uses
     wall time). With no delay it sends at once."""
 
-    def __init__(self, send: Callable[[Data], Awaitable[None]], delay_s: float = 0.0) -> None:
-        self._send = send
+    def __init__(self, connection: Connection, delay_s: float = 0.0) -> None:
+        self._connection = connection
+        self._send = functools.partial(send_message, connection)
         self._delay_s = delay_s
         self._queue: asyncio.Queue[tuple[float, Data]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -122,11 +130,64 @@ class DelayedOutbox:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 await self._send(message)
 
+    def write_now(self, actions: list[Action]) -> list[Action]:
+        """Write the leading plain sends at once, where no latency is injected and nothing is
+        queued; the actions left over (a close, a stall, a send that must wait) are returned."""
+        if self._delay_s > 0 or not self._queue.empty():
+            return actions
+        for i, action in enumerate(actions):
+            if not (isinstance(action, Send) and try_write(self._connection, action.message)):
+                return actions[i:]
+        return []
+
     def cancel(self) -> None:
         """Drop whatever is still queued."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+
+async def converse(
+    ws: ServerConnection, receive: Callable[[Data], list[Action]], outbox: DelayedOutbox
+) -> None:
+    """Answer each client message with the actions ``receive`` makes of it, in order, until
+    one finishes the connection. Plain sends are written where the message was read (no task
+    wakes per message); anything else (a close, a stall, injected latency) is carried out here."""
+    if not isinstance(ws, InboxServerConnection):
+        async for message in ws:
+            if await carry_out(ws, receive(message), outbox):
+                return
+        return
+    backlog: deque[list[Action]] = deque()
+    wake = asyncio.Event()
+
+    def dispatch() -> None:
+        try:
+            messages = [message for message, _, _ in ws.take()]
+        except ProtocolError as exc:
+            backlog.append([Close(1007, exc.message)])
+            messages = []
+        for message in messages:
+            actions = receive(message)
+            left = actions if backlog else outbox.write_now(actions)
+            if left:
+                backlog.append(left)
+        if backlog or ws.finished:
+            wake.set()
+
+    ws.on_arrival = dispatch
+    try:
+        dispatch()  # what came before this handler ran
+        while True:
+            while backlog:
+                if await carry_out(ws, backlog.popleft(), outbox):
+                    return
+            if ws.finished:
+                return
+            wake.clear()
+            await wake.wait()
+    finally:
+        ws.on_arrival = None
 
 
 async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:

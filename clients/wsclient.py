@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import functools
 from abc import abstractmethod
-from collections import deque
-from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar, cast
+from collections.abc import AsyncIterator
+from typing import ClassVar, cast
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
-from websockets.frames import DATA_OPCODES, Frame
 from websockets.http11 import Response
-from websockets.protocol import State
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.wsinbox import StampedConnection
+from clients.wswrite import send_message
 from simulator.core.errors import ConnectError, Disconnected, SessionError
 
 __all__ = ["StampedConnection", "WebSocketClient", "close_text", "message_size"]
@@ -35,55 +34,15 @@ def close_text(exc: ConnectionClosed) -> str:
     return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
 
 
-class StampedConnection(ClientConnection):
-    """A connection that stamps each message with the time its last bytes were read.
-
-    One socket read can carry many messages (a burst of audio deltas); stamping each when the
-    receive loop gets to it would add the parsing of every earlier message to its arrival.
-    """
-
-    def __init__(self, *args: Any, clock: Callable[[], float], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._clock = clock
-        self._read_at = 0.0
-        self.arrivals: deque[float] = deque()
-        self.last_arrival = 0.0  # when the message recv() last returned was read
-
-    def data_received(self, data: bytes) -> None:
-        self._read_at = self._clock()
-        super().data_received(data)
-
-    def process_event(self, event: Any) -> None:
-        super().process_event(event)
-        if isinstance(event, Frame) and event.fin and event.opcode in DATA_OPCODES:
-            self.arrivals.append(self._read_at)
-
-    async def send_message(self, message: str | bytes) -> None:
-        """``send`` for one whole message, written at once when nothing stands in its way (open,
-        no fragmented send under way, writing not paused): the per-frame path of every session."""
-        if self.send_in_progress is None and not self.paused and self.protocol.state is State.OPEN:
-            if isinstance(message, str):
-                self.protocol.send_text(message.encode())
-            else:
-                self.protocol.send_binary(message)
-            self.send_data()
-            return
-        await self.send(message)
-
-    async def recv(self, decode: bool | None = None) -> Any:
-        message = await super().recv(decode)
-        self.last_arrival = self.arrivals.popleft() if self.arrivals else self._clock()
-        return message
-
-
 class WebSocketClient(DuplexClient):
+    pollable = True
     decode_text: ClassVar[bool | None] = None  # passed to recv(): None = text as str
     max_message: ClassVar[int] = 2**22
     close_timeout_s: ClassVar[float] = 2.0  # the session is over: a silent peer is not waited on
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
-        self._ws: ClientConnection | None = None
+        self._ws: StampedConnection | None = None
         self._closing = False
 
     def endpoint(self) -> str:
@@ -106,7 +65,7 @@ class WebSocketClient(DuplexClient):
     async def connect(self) -> None:
         url = self.endpoint()
         try:
-            self._ws = await connect(
+            ws = await connect(
                 url,
                 compression=None,
                 open_timeout=self.config.connect_timeout_s,
@@ -125,8 +84,10 @@ class WebSocketClient(DuplexClient):
         except (OSError, TimeoutError, WebSocketException) as exc:
             reason = self._redact(str(exc) or type(exc).__name__)
             raise ConnectError(f"cannot connect to {self._redact(url)}: {reason}") from None
+        assert isinstance(ws, StampedConnection)
+        self._ws = ws
         try:
-            await self.handshake(self._ws)
+            await self.handshake(ws)
         except SessionError:
             await self.aclose()
             raise
@@ -151,15 +112,34 @@ class WebSocketClient(DuplexClient):
                 if error is not None:
                     yield ErrorEvent(error, self.config.clock(), fatal=True)
                 return
-            arrival = ws.last_arrival if isinstance(ws, StampedConnection) else self.config.clock()
+            except SessionError as exc:
+                yield ErrorEvent(exc, ws.last_arrival, fatal=True)
+                return
             self.bytes_received += message_size(message)
             try:
-                events = self.parse(message, arrival)
+                events = self.parse(message, ws.last_arrival)
             except SessionError as exc:
-                yield ErrorEvent(exc, arrival, fatal=True)
+                yield ErrorEvent(exc, ws.last_arrival, fatal=True)
                 return
             for event in events:
                 yield event
+
+    def poll_events(self) -> tuple[list[ClientEvent], bool]:
+        ws = self._connected()
+        events: list[ClientEvent] = []
+        try:
+            for message, size, arrival in ws.take(self.decode_text):
+                self.bytes_received += size
+                events += self.parse(message, arrival)
+        except SessionError as exc:
+            events.append(ErrorEvent(exc, self.config.clock(), fatal=True))
+            return events, True
+        if not ws.finished:
+            return events, False
+        error = None if self._closing else self.closed_error(ws.protocol.close_exc)
+        if error is not None:
+            events.append(ErrorEvent(error, self.config.clock(), fatal=True))
+        return events, True
 
     async def aclose(self) -> None:
         if self._ws is not None:
@@ -168,13 +148,9 @@ class WebSocketClient(DuplexClient):
 
     async def send_message(self, message: str | bytes) -> None:
         """One whole message to the server (raises ConnectionClosed like ``send``)."""
-        ws = self._connected()
-        if isinstance(ws, StampedConnection):
-            await ws.send_message(message)
-        else:
-            await ws.send(message)
+        await send_message(self._connected(), message)
 
-    def _connected(self) -> ClientConnection:
+    def _connected(self) -> StampedConnection:
         if self._ws is None:
             raise RuntimeError(f"{type(self).__name__}: call connect() first")
         return self._ws

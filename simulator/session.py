@@ -13,7 +13,7 @@ import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from clients.base import (
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    WireMessage,
 )
 from simulator.core.audio import frame_signal, resample
 from simulator.core.errors import Disconnected, SessionError
@@ -166,6 +167,9 @@ class _Session:
         self.frame_len = frame_len = self.caps.input_rate * self.frame_ms // 1000
         self.frames = frame_signal(resample(context, CONTEXT_RATE, self.caps.input_rate), frame_len)
         self.silence = np.zeros(frame_len, dtype=np.float32)
+        # the wire messages of the frames and of silence, when the client encodes ahead of time
+        self.encoded: Sequence[WireMessage] = ()
+        self.encoded_silence: WireMessage | None = None
         # a live turn's end is decided by its source: until then the reply cannot end
         self.context_end_s = math.inf if live is not None else self.schedule.due(len(self.frames))
         self.tap = tap
@@ -186,6 +190,9 @@ class _Session:
         self.t0 = 0.0
         self.last_rx = 0.0
         self.done = asyncio.Event()
+        # a pollable client's events are drained once per frame by the send loop: no task
+        # wakes for each message
+        self.polled = client.pollable
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
@@ -230,9 +237,15 @@ class _Session:
             if self.done.is_set():
                 break
             now = self.clock()
-            if chunk is None:
-                chunk = self.frames[n] if n < len(self.frames) else self.silence
-            await self.client.send_audio(chunk)
+            try:
+                if chunk is None:
+                    chunk = await self._send_fixed(n)
+                else:
+                    await self.client.send_audio(chunk)
+            except SessionError:
+                if self.polled:  # what the server said before it closed, and why it closed
+                    self._drain_events()
+                raise
             self.frames_sent = n = n + 1
             self.records.add_send(n - 1, now - self.t0, due - self.t0, chunk.size)
             if live is not None:
@@ -243,12 +256,34 @@ class _Session:
                 live.turn_ended if live is not None else n == len(self.frames)
             ):
                 await self._end_turn(n)
+            if self.polled:
+                self._drain_events()
             self._check_stall(now)
             # decide on the media time sent, so a loaded client still sends its whole schedule
             reason = self.tick(self.schedule.due(n))
             if reason is not None:
                 self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
                 self.done.set()
+
+    async def _send_fixed(self, n: int) -> NDArray[np.float32]:
+        """Send frame ``n`` of the context (silence after it), pre-encoded where the client can."""
+        chunk: NDArray[np.float32] = self.frames[n] if n < len(self.frames) else self.silence
+        if n < len(self.frames):
+            message = self.encoded[n] if self.encoded else None
+        else:
+            message = self.encoded_silence
+        if message is None:
+            await self.client.send_audio(chunk)
+        else:
+            await self.client.send_encoded(message)
+        return chunk
+
+    def encode_fixed(self) -> None:
+        """Encode the context and silence ahead of time (in a thread, before streaming)."""
+        encoded = self.client.encode_audio(np.vstack((self.frames, self.silence[None])))
+        if encoded is not None:
+            *frames, self.encoded_silence = encoded
+            self.encoded = frames
 
     async def _end_turn(self, frames: int) -> None:
         """The user's turn is over after ``frames`` frames (the context's end, or where a live
@@ -269,6 +304,17 @@ class _Session:
     async def receive_loop(self) -> None:
         async for event in self.client.events():
             self.on_event(event)
+        self._events_ended()
+
+    def _drain_events(self) -> None:
+        """Everything a pollable client received since the last frame (stamped when read)."""
+        events, ended = self.client.poll_events()
+        for event in events:
+            self.on_event(event)
+        if ended:
+            self._events_ended()
+
+    def _events_ended(self) -> None:
         self.advance_vad()
         if not self.done.is_set():
             if self.detector.onset_s is None:
@@ -310,7 +356,7 @@ class _Session:
 
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)
-        placed = self.track.place(samples, t, event.offset_s)
+        placed = self.track.place(samples, t, event.offset_s, silent=event.silent)
         self.records.add_received(
             t, placed.n_samples, placed.start_s, event.offset_s, placed.silent
         )
@@ -346,6 +392,8 @@ async def run_session(
     error: SessionError | None = None
     try:
         async with asyncio.timeout(deadline):
+            if live is None:
+                await asyncio.to_thread(s.encode_fixed)
             await client.connect()
             if live is not None:
                 await live.start(s.caps.input_rate, s.frame_len)
@@ -408,6 +456,9 @@ async def run_session(
 
 
 async def _stream(s: _Session) -> None:
+    if s.polled:
+        await s.send_loop()
+        return
     sender = asyncio.create_task(s.send_loop())
     receiver = asyncio.create_task(s.receive_loop())
     try:

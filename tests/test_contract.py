@@ -140,3 +140,61 @@ async def test_server_closing_mid_turn_is_retried(protocol, tmp_path, monkeypatc
     )
     assert (row.status, row.attempts) == ("failed", 2)
     assert row.end_reason == "disconnected", row.error
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_pre_encoded_frames_are_the_messages_send_audio_sends(protocol, monkeypatch):
+    """A client that encodes fixed input ahead of time puts exactly what send_audio would on
+    the wire, frame for frame (silence included); one whose encoding has state says so."""
+    from clients.wsclient import WebSocketClient
+
+    cls = client_class(protocol)
+    rate = cls(ClientConfig(url="ws://127.0.0.1:9")).capabilities.input_rate
+    n = rate // 50
+    frames = np.vstack((np.resize(context(), (6, n)) * 1.7, np.zeros((1, n), np.float32)))
+
+    async def sent_by(use_encoded: bool) -> list[str | bytes] | None:
+        client = cls(ClientConfig(url="ws://127.0.0.1:9"))
+        encoded = client.encode_audio(frames)
+        if use_encoded and encoded is None:
+            return None
+        got: list[str | bytes] = []
+
+        async def record(self, message):
+            got.append(message)
+
+        monkeypatch.setattr(WebSocketClient, "send_message", record)
+        for i, row in enumerate(frames):
+            if use_encoded:
+                await client.send_encoded(encoded[i])
+            else:
+                await client.send_audio(row)
+        return got
+
+    if not issubclass(cls, WebSocketClient):
+        assert cls(ClientConfig(url="ws://127.0.0.1:9")).encode_audio(frames) is None
+        return
+    encoded = await sent_by(True)
+    if encoded is None:
+        assert protocol == "moshi"  # Opus keeps state from frame to frame
+        return
+    assert encoded == await sent_by(False)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_polled_and_streamed_events_give_the_same_session(protocol, monkeypatch):
+    """Draining a client's events once per frame (the session's default where the client can)
+    and consuming them in a task of their own give the same reply, timing and bytes."""
+    from clients.wsclient import WebSocketClient
+
+    if not issubclass(client_class(protocol), WebSocketClient):
+        pytest.skip("only WebSocket clients are pollable")
+    polled = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
+    monkeypatch.setattr(WebSocketClient, "pollable", False)
+    streamed = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
+    for out in (polled, streamed):
+        assert out.status == "ok", out.error
+        assert out.timing.latency_s == pytest.approx(0.4, abs=0.06)
+    assert polled.end_reason == streamed.end_reason
+    assert polled.bytes_sent == streamed.bytes_sent
+    assert polled.timing.duration_s == pytest.approx(streamed.timing.duration_s, abs=0.05)

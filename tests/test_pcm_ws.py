@@ -149,6 +149,23 @@ def test_odd_length_audio_is_a_protocol_error() -> None:
         acked_client_protocol().receive_binary(b"\x00\x01\x02", 0.0)
 
 
+def test_digital_silence_is_recognised_without_decoding() -> None:
+    proto = acked_client_protocol()
+    [silent] = proto.receive_binary(bytes(640), 1.5)
+    assert isinstance(silent, AudioOut) and silent.silent and silent.arrival == 1.5
+    assert silent.samples.shape == (320,) and not silent.samples.any()
+    assert not silent.samples.flags.writeable  # shared between frames
+    [quiet] = proto.receive_binary(b"\x01\x00" * 320, 1.52)  # 1 LSB: decoded and checked
+    assert isinstance(quiet, AudioOut) and not quiet.silent and quiet.samples[0] == 1 / 32768
+    with pytest.raises(ProtocolError, match="3 bytes"):
+        proto.receive_binary(bytes(3), 0.0)
+    server = ServerProtocol(behaviour_factory("silent"))
+    server.receive_text(wire.encode(wire.Hello(sample_rate=RATE)))
+    [out] = server.receive_binary(bytes(640))
+    assert isinstance(out, Send) and out.message == bytes(640)
+    assert isinstance(server.receive_binary(bytes(3))[-1], Close)
+
+
 def test_audio_before_the_ack_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="before 'hello_ack'"):
         ClientProtocol(RATE).receive_binary(b"\x00\x00", 0.0)
@@ -499,6 +516,7 @@ async def test_send_message_writes_in_order_and_reports_a_closed_connection():
     from websockets.exceptions import ConnectionClosed
 
     from clients.wsclient import StampedConnection
+    from clients.wswrite import send_message
 
     got: list[str | bytes] = []
     done = asyncio.Event()
@@ -519,10 +537,61 @@ async def test_send_message_writes_in_order_and_reports_a_closed_connection():
             assert isinstance(ws, StampedConnection)
             sent = [f"m{i}" if i % 2 else bytes([i % 256]) * 640 for i in range(200)]
             for message in sent:
-                await ws.send_message(message)
+                await send_message(ws, message)
             await asyncio.wait_for(done.wait(), 5.0)
             assert got == sent
             with pytest.raises(ConnectionClosed):
                 for _ in range(100):
-                    await ws.send_message(b"late")
+                    await send_message(ws, b"late")
                     await asyncio.sleep(0.01)
+
+
+async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
+    """StampedConnection's inbox: fragmented messages come out whole, text as str (or bytes
+    with decode=False), ``take`` never waits, a text message that is not UTF-8 is a
+    ProtocolError, and once closed and drained the connection is ``finished``."""
+    import functools
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from clients.wsclient import StampedConnection
+
+    go = asyncio.Event()
+
+    async def talker(ws: ServerConnection) -> None:
+        await ws.recv()
+        await ws.send([b"ab", b"cd", b"ef"])  # one binary message in three frames
+        await ws.send(["hé", "llo"])
+        await ws.send(b"\x01" * 640)
+        await go.wait()
+        ws.protocol.send_text(b"\xff\xfe")  # not UTF-8: websockets' send would refuse it
+        ws.send_data()
+        await ws.close(1000)
+
+    ticks = iter(range(1000))
+    async with serve(talker, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        factory = functools.partial(StampedConnection, clock=lambda: float(next(ticks)))
+        async with connect(
+            f"ws://127.0.0.1:{port}", compression=None, create_connection=factory
+        ) as ws:
+            assert isinstance(ws, StampedConnection)
+            assert ws.take() == []  # nothing yet, and no waiting
+            await ws.send("start")
+            assert await ws.recv() == b"abcdef"
+            assert await ws.recv(decode=False) == "héllo".encode()
+            before = ws.last_arrival
+            while not (taken := ws.take()):
+                await asyncio.sleep(0.01)
+            [(message, size, arrival)] = taken
+            assert message == b"\x01" * 640 and size == 640
+            assert arrival >= before  # the stamp of the read that carried it
+            go.set()
+            with pytest.raises(ProtocolError, match="UTF-8"):
+                while not ws.take():
+                    await asyncio.sleep(0.01)
+            await ws.wait_closed()
+            assert ws.finished
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()

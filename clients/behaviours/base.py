@@ -32,6 +32,7 @@ class Step:
     speech_stopped: bool = False  # the user's turn end was decided in this interval
     reply_started: bool = False
     reply_done: bool = False  # the reply's last sample is in this interval (end of turn)
+    silent: bool = False  # nothing is playing: ``audio`` is all zeros
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ class Behaviour(ABC):
     def _render(self, c0: int, n: int, started: bool, stopped: bool) -> Step:
         out = np.zeros(n, dtype=np.float32)
         if self._reply is None:
-            return Step(out, started, stopped)
+            return Step(out, started, stopped, silent=True)
         at, audio = self._reply
         end = at + audio.size
         lo, hi = max(at, c0), min(end, c0 + n)

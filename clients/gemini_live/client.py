@@ -15,7 +15,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
-from clients.base import Capabilities, ClientConfig, ClientEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.gemini_live.errors import handshake_error, redact_url
 from clients.gemini_live.protocol import INPUT_RATE, OUTPUT_RATE, ClientProtocol, setup_from_options
 from clients.wsclient import WebSocketClient
@@ -80,6 +80,13 @@ class GeminiLiveClient(WebSocketClient):
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
         await self._send(self._proto.audio_messages(samples))
+
+    def encode_audio(self, frames: NDArray[Any]) -> list[str]:
+        return [self._proto.audio_frame(row) for row in frames]
+
+    async def send_encoded(self, message: WireMessage) -> None:
+        text = message if isinstance(message, str) else message.decode()
+        await self._send([*self._proto.audio_prefix(), text])
 
     async def commit_turn(self) -> None:
         await self._send(self._proto.commit_messages())

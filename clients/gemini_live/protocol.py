@@ -139,12 +139,19 @@ class ClientProtocol:
         """16 kHz float samples -> realtimeInput.audio; with detection off, the first audio
         opens the user's turn with activityStart. Audio after the turn's end (the silence the
         session streams while the model replies) opens no new turn: that would be a barge-in."""
-        out = []
+        return [*self.audio_prefix(), self.audio_frame(samples)]
+
+    def audio_frame(self, samples: NDArray[Any]) -> str:
+        """The realtimeInput.audio message of one frame (no state: can be made ahead of time)."""
+        return wire.encode_client(wire.AudioIn(float_to_pcm16(samples), INPUT_RATE))
+
+    def audio_prefix(self) -> list[str]:
+        """What must go before the next audio message: activityStart before the first, when
+        detection is off."""
         if self.manual and self._activity == "before":
             self._activity = "open"
-            out.append(wire.encode_client(wire.ActivityStart()))
-        out.append(wire.encode_client(wire.AudioIn(float_to_pcm16(samples), INPUT_RATE)))
-        return out
+            return [wire.encode_client(wire.ActivityStart())]
+        return []
 
     def commit_messages(self) -> list[str]:
         """The end of the user's turn: activityEnd, when detection is off and the turn is open."""

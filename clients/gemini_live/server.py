@@ -15,7 +15,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults, Rejection
 from clients.gemini_live.protocol import PATHS, ServerProtocol
 
@@ -42,15 +42,13 @@ async def start_server(
     async def handler(ws: ServerConnection) -> None:
         quota = admission.take_quota()
         protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
-        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
                 assert ws.request is not None
                 if await carry_out(ws, protocol.open(ws.request.path, ws.request.headers), outbox):
                     return
-                async for message in ws:
-                    if await carry_out(ws, protocol.receive(message), outbox):
-                        return
+                await converse(ws, protocol.receive, outbox)
         finally:
             outbox.cancel()
 

@@ -19,7 +19,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults
 from clients.moshi.protocol import (
     CHAT_PATH,
@@ -67,14 +67,14 @@ async def start_server(
         query = dict(parse_qsl(target.query, keep_blank_values=True))
         queries.append(query)
         protocol = ServerProtocol(behaviour_factory, faults, flavour=kind, query=query)
-        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
                 async with lock or contextlib.nullcontext():
                     if handshake_delay_s > 0:
                         await asyncio.sleep(handshake_delay_s)
                     if not await carry_out(ws, protocol.open(), outbox):
-                        await _converse(ws, protocol, outbox)
+                        await converse(ws, protocol.receive, outbox)
         finally:
             outbox.cancel()
 
@@ -90,9 +90,3 @@ def _flavour(flavour: str | Flavour) -> Flavour:
     except KeyError:
         known = ", ".join(FLAVOURS)
         raise ConfigError(f"unknown moshi flavour '{flavour}' (known: {known})") from None
-
-
-async def _converse(ws: ServerConnection, protocol: ServerProtocol, outbox: DelayedOutbox) -> None:
-    async for message in ws:
-        if await carry_out(ws, protocol.receive(message), outbox):
-            return

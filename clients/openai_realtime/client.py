@@ -11,7 +11,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
-from clients.base import Capabilities, ClientConfig, ClientEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import RealtimeOptions
 from clients.openai_realtime.protocol import ClientProtocol, endpoint_url, handshake_error
@@ -83,6 +83,12 @@ class OpenAIRealtimeClient(WebSocketClient):
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
         await self._send(self._proto.audio_message(samples))
+
+    def encode_audio(self, frames: NDArray[Any]) -> list[str]:
+        return [self._proto.audio_message(row) for row in frames]
+
+    async def send_encoded(self, message: WireMessage) -> None:
+        await self._send(message if isinstance(message, str) else message.decode())
 
     async def commit_turn(self) -> None:
         for message in self._proto.commit_messages():

@@ -21,9 +21,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer, carry_out
+from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer, carry_out, converse
 from clients.faults import Faults
 from clients.openai_realtime.server_protocol import ServerProtocol
+from clients.wsinbox import InboxServerConnection
 
 __all__ = ["PATH", "start_server"]
 
@@ -82,18 +83,12 @@ async def start_server(
             model=dict(parse_qsl(urlsplit(ws.request.path).query)).get("model"),
             session_id=f"sess_fake_{next(ids)}",
         )
-        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
                 if await carry_out(ws, protocol.opening(), outbox):
                     return
-                async for message in ws:
-                    if isinstance(message, str):
-                        actions = protocol.receive_text(message)
-                    else:
-                        actions = protocol.receive_binary(message)
-                    if await carry_out(ws, actions, outbox):
-                        return
+                await converse(ws, protocol.receive, outbox)
         finally:
             outbox.cancel()
 
@@ -102,6 +97,7 @@ async def start_server(
         handler,
         host,
         port,
+        create_connection=InboxServerConnection,
         compression=None,
         process_request=process_request,
         close_timeout=1.0,

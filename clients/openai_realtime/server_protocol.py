@@ -103,6 +103,12 @@ class ServerProtocol:
             return [self._event("conversation.created", conversation=conversation)]
         return [self._event("session.created", session=self._session)]
 
+    def receive(self, message: str | bytes) -> list[Action]:
+        """The actions answering one client message."""
+        if isinstance(message, str):
+            return self.receive_text(message)
+        return self.receive_binary(message)
+
     def receive_binary(self, data: bytes) -> list[Action]:
         if self._done:
             return []

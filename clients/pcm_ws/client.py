@@ -10,7 +10,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
-from clients.base import Capabilities, ClientConfig, ClientEvent
+from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.pcm_ws.protocol import ClientProtocol, handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
@@ -60,12 +60,17 @@ class PcmWsClient(WebSocketClient):
         self._proto.receive_hello_ack(reply)
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
-        data = self._proto.audio_message(samples)
+        await self.send_encoded(self._proto.audio_message(samples))
+
+    def encode_audio(self, frames: NDArray[Any]) -> list[bytes]:
+        return self._proto.audio_messages(frames)
+
+    async def send_encoded(self, message: WireMessage) -> None:
         try:
-            await self.send_message(data)
+            await self.send_message(message)
         except ConnectionClosed as exc:
             raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += len(data)
+        self.bytes_sent += len(message)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         if isinstance(message, str):

@@ -38,6 +38,7 @@ __all__ = [
     "decode_audio",
     "encode",
     "encode_audio",
+    "encode_audio_frames",
 ]
 
 VERSION = 1
@@ -150,6 +151,13 @@ def _fields(kind: str, cls: type[Message], obj: dict[str, Any]) -> dict[str, Any
 
 def encode_audio(samples: NDArray[Any]) -> bytes:
     return float_to_pcm16(samples)
+
+
+def encode_audio_frames(frames: NDArray[Any]) -> list[bytes]:
+    """``encode_audio`` of each row, converted in one pass."""
+    pcm = float_to_pcm16(frames)
+    step = 2 * frames.shape[1] if frames.ndim == 2 else 0
+    return [pcm[i : i + step] for i in range(0, len(pcm), step)] if step else []
 
 
 def decode_audio(data: bytes) -> NDArray[np.float32]:

@@ -25,6 +25,7 @@ from clients.behaviours import Behaviour
 from clients.faults import Faults
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
+from simulator.core.audio import DigitalSilence
 from simulator.core.errors import (
     ConnectError,
     DuplexsimError,
@@ -51,6 +52,7 @@ class ClientProtocol:
         self.sample_rate = sample_rate
         self.frame_ms = frame_ms
         self.session_id: str | None = None
+        self._zeros = DigitalSilence()
 
     def hello_message(self) -> str:
         return wire.encode(wire.Hello(sample_rate=self.sample_rate, frame_ms=self.frame_ms))
@@ -87,10 +89,16 @@ class ClientProtocol:
     def receive_binary(self, data: bytes, arrival: float) -> list[ClientEvent]:
         if self.session_id is None:
             raise ProtocolError("audio before 'hello_ack'")
+        if len(data) % 2 == 0 and data == self._zeros.pcm16(len(data)):  # most of a stream
+            return [AudioOut(self._zeros.samples(len(data) // 2), arrival, silent=True)]
         return [AudioOut(wire.decode_audio(data), arrival)]
 
     def audio_message(self, samples: NDArray[Any]) -> bytes:
         return wire.encode_audio(samples)
+
+    def audio_messages(self, frames: NDArray[Any]) -> list[bytes]:
+        """``audio_message`` of each row of ``frames``."""
+        return wire.encode_audio_frames(frames)
 
 
 def _remote_error(msg: wire.Error) -> RemoteError:
@@ -132,6 +140,13 @@ class ServerProtocol:
         self._received = 0  # input samples
         self._malformed_sent = False
         self._done = False  # closed or stalled: ignore everything
+        self._zeros = DigitalSilence()  # most output frames are silence: encoded once
+
+    def receive(self, message: str | bytes) -> list[Action]:
+        """The actions answering one client message."""
+        if isinstance(message, str):
+            return self.receive_text(message)
+        return self.receive_binary(message)
 
     def receive_text(self, text: str) -> list[Action]:
         if self._done:
@@ -150,7 +165,8 @@ class ServerProtocol:
         if self._behaviour is None:
             return self._fail("protocol", ProtocolError("audio before 'hello'"))
         try:
-            samples = wire.decode_audio(data)
+            silent = len(data) % 2 == 0 and data == self._zeros.pcm16(len(data))
+            samples = self._zeros.samples(len(data) // 2) if silent else wire.decode_audio(data)
         except ProtocolError as exc:
             return self._fail("protocol", exc)
         self._received += samples.size
@@ -185,7 +201,13 @@ class ServerProtocol:
             (step.reply_started, wire.ReplyStarted()),
         ]
         actions: list[Action] = [Send(wire.encode(msg)) for on, msg in control if on]
-        actions.append(Send(wire.encode_audio(step.audio)))
+        actions.append(
+            Send(
+                self._zeros.pcm16(2 * step.audio.size)
+                if step.silent
+                else wire.encode_audio(step.audio)
+            )
+        )
         if step.reply_done:
             actions.append(Send(wire.encode(wire.EndOfTurn())))
         return actions + self._malformed()

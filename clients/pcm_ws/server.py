@@ -10,7 +10,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, serve_websockets
+from clients.fakeserver import DelayedOutbox, RunningServer, converse, serve_websockets
 from clients.faults import Faults
 from clients.pcm_ws.protocol import ServerProtocol
 
@@ -30,21 +30,11 @@ async def start_server(
 
     async def handler(ws: ServerConnection) -> None:
         protocol = ServerProtocol(behaviour_factory, faults, session_id=f"pcm-ws-{next(ids)}")
-        outbox = DelayedOutbox(ws.send, faults.extra_latency_s)
+        outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
-                await _converse(ws, protocol, outbox)
+                await converse(ws, protocol.receive, outbox)
         finally:
             outbox.cancel()
 
     return await serve_websockets(handler, host=host, port=port, faults=faults)
-
-
-async def _converse(ws: ServerConnection, protocol: ServerProtocol, outbox: DelayedOutbox) -> None:
-    async for message in ws:
-        if isinstance(message, str):
-            actions = protocol.receive_text(message)
-        else:
-            actions = protocol.receive_binary(message)
-        if await carry_out(ws, actions, outbox):
-            return

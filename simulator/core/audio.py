@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_DURATION_S",
     "Audio",
     "AudioInfo",
+    "DigitalSilence",
     "audio_info",
     "float_to_pcm16",
     "frame_signal",
@@ -177,6 +178,27 @@ def float_to_pcm16(samples: npt.NDArray[Any]) -> bytes:
     if nan.any():
         scaled[nan] = 0.0
     return scaled.astype("<i2").tobytes()
+
+
+class DigitalSilence:
+    """All-zero PCM16 bytes and float32 samples, made once per length: a continuous stream is
+    mostly silence, and comparing its bytes with these is far cheaper than decoding them."""
+
+    def __init__(self) -> None:
+        self._pcm16 = b""
+        self._samples: FloatArray = np.zeros(0, dtype=np.float32)
+
+    def pcm16(self, n_bytes: int) -> bytes:
+        if len(self._pcm16) != n_bytes:
+            self._pcm16 = bytes(n_bytes)
+        return self._pcm16
+
+    def samples(self, n: int) -> FloatArray:
+        """Read-only zeros (shared: a caller that wants to write makes a copy)."""
+        if self._samples.size != n:
+            self._samples = np.zeros(n, dtype=np.float32)
+            self._samples.flags.writeable = False
+        return self._samples
 
 
 def pcm16_to_float(data: bytes | bytearray | memoryview) -> FloatArray:

@@ -80,12 +80,18 @@ class OutputTrack:
         return self._buf[lo:hi]
 
     def place(
-        self, samples: NDArray[np.float32], arrival_s: float, offset_s: float | None = None
+        self,
+        samples: NDArray[np.float32],
+        arrival_s: float,
+        offset_s: float | None = None,
+        *,
+        silent: bool = False,
     ) -> Placement:
+        """Place a chunk; ``silent`` says it is known to be silence (else it is checked)."""
         start = max(round(max(arrival_s, 0.0) * self.rate), self._audible_end)
         stop = start + samples.size
         self._grow(stop)
-        silent = inaudible(samples)
+        silent = silent or inaudible(samples)
         if not silent:  # past the audible end the timeline is zeros already
             self._buf[start:stop] = samples
             self._audible_end = stop
