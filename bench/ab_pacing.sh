@@ -22,7 +22,8 @@ for ((r = 1; r <= rounds; r++)); do
     [[ $side == base ]] && dir=$base_dir
     out=$(cd "$dir" && PYTHONPATH="$dir" python bench/session_pacing.py --only pacing \
       --sizes "$sizes" --wait-idle 10 "$@" 2>/dev/null)
-    echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \|' | sed "s/^/$side whole  /"
+    echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' \
+      | sed "s/^/$side whole  /"
     echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+\.[0-9]+ \|' | sed "s/^/$side steady /"
   done
 done
