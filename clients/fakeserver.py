@@ -205,7 +205,8 @@ async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: Del
             return True
         elif isinstance(action, Stall):
             outbox.cancel()
-            await ws.wait_closed()  # not reading: the client's frames back up unanswered
+            ws.transport.pause_reading()  # not reading: the client's frames back up unanswered
+            await ws.wait_closed()
             return True
     return False
 

@@ -2,7 +2,9 @@
 
 This is the only layer (with the runner) that reads the clock and sleeps. Frames go out on an
 absolute schedule; received audio is placed on the same timeline; the pure ReplyDetector decides
-when the reply is over.
+when the reply is over. A client that can be polled has its events drained once per frame by the
+send loop (stamped when their bytes were read, so nothing is lost in timing); others stream them
+to a receive task.
 """
 
 from __future__ import annotations
