@@ -18,6 +18,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConcurrencyError
 from websockets.frames import DATA_OPCODES, Frame, Opcode
 from websockets.protocol import State
 
@@ -76,6 +77,8 @@ class InboxConnection(Connection):
         return taken
 
     async def recv(self, decode: bool | None = None) -> Any:
+        if self._waiter is not None:
+            raise ConcurrencyError("another coroutine is already waiting for the next message")
         while not self._inbox:
             if self.protocol.state is State.CLOSED:
                 raise self.protocol.close_exc

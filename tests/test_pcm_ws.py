@@ -553,7 +553,7 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
     import functools
 
     from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
+    from websockets.exceptions import ConcurrencyError, ConnectionClosed
 
     from clients.wsclient import StampedConnection
 
@@ -578,8 +578,12 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
         ) as ws:
             assert isinstance(ws, StampedConnection)
             assert ws.take() == []  # nothing yet, and no waiting
+            waiting = asyncio.create_task(ws.recv())
+            await asyncio.sleep(0)
+            with pytest.raises(ConcurrencyError):
+                await ws.recv()  # one reader at a time, as with websockets' own recv
             await ws.send("start")
-            assert await ws.recv() == b"abcdef"
+            assert await waiting == b"abcdef"
             assert await ws.recv(decode=False) == "héllo".encode()
             before = ws.last_arrival
             while not (taken := ws.take()):
