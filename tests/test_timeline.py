@@ -196,3 +196,13 @@ def test_codec_noise_floor_is_silence():
     quiet = np.full(20, 10 ** (-69 / 20), np.float32)  # just above the floor: audible
     assert not track.place(quiet, arrival_s=0.07).silent and track.end_s == 0.09
     assert inaudible(np.zeros(0, np.float32))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 750, 1001])
+def test_sorted_percentile_is_numpys_linear_percentile_exactly(n: int) -> None:
+    from simulator.core.timing import sorted_percentile
+
+    rng = np.random.default_rng(n)
+    values = np.sort(rng.exponential(0.4, n) * rng.choice([-1.0, 1.0], n))
+    for q in (0, 1, 25, 50, 90, 99, 99.9, 100):
+        assert sorted_percentile(values, q) == float(np.percentile(values, q))

@@ -10,7 +10,14 @@ from numpy.typing import NDArray
 
 from simulator.core.vad import VadConfig, speech_bounds
 
-__all__ = ["ReplyTiming", "SendStats", "measure_reply", "send_stats", "speech_end"]
+__all__ = [
+    "ReplyTiming",
+    "SendStats",
+    "measure_reply",
+    "send_stats",
+    "sorted_percentile",
+    "speech_end",
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,16 @@ def send_stats(errors_s: Sequence[float]) -> SendStats:
     """Percentiles of (actual send instant - due instant), in milliseconds."""
     if not errors_s:
         return SendStats(0, 0.0, 0.0, 0.0)
-    ms = np.asarray(errors_s, dtype=np.float64) * 1000.0
-    p50, p99 = np.percentile(ms, [50, 99])
-    return SendStats(len(errors_s), float(p50), float(p99), float(ms.max()))
+    ms = np.sort(np.asarray(errors_s, dtype=np.float64)) * 1000.0
+    return SendStats(len(ms), sorted_percentile(ms, 50), sorted_percentile(ms, 99), float(ms[-1]))
+
+
+def sorted_percentile(ascending: NDArray[np.float64], q: float) -> float:
+    """``np.percentile(values, q)`` (linear) of values already sorted. Sessions end on the pacing
+    loop: np.percentile costs 1-3 ms a call there, and imports numpy.ma (10-25 ms) on its first."""
+    pos = q / 100.0 * (ascending.size - 1)
+    lo = int(pos)
+    hi = min(lo + 1, ascending.size - 1)
+    a, b, t = ascending[lo], ascending[hi], pos - lo
+    # numpy's lerp: from the nearer end, so the result is exactly np.percentile's
+    return float(b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t)
