@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
@@ -28,6 +29,7 @@ from simulator.core.errors import ProtocolError
 __all__ = ["DelayedOutbox", "RunningServer", "carry_out", "converse", "serve_websockets"]
 
 Data = str | bytes
+_log = logging.getLogger("duplexsim.fakes")
 MAX_MESSAGE = 2**22
 
 
@@ -163,25 +165,34 @@ async def converse(
 
     def dispatch() -> None:
         try:
-            messages = [message for message, _, _ in ws.take()]
+            while batch := ws.take():
+                for message, _, _ in batch:
+                    answer(message)
         except ProtocolError as exc:
             backlog.append([Close(1007, exc.message)])
-            messages = []
-        for message in messages:
-            actions = receive(message)
-            left = actions if backlog else outbox.write_now(actions)
-            if left:
-                backlog.append(left)
         if backlog or ws.finished:
             wake.set()
+
+    def answer(message: Data) -> None:
+        try:
+            actions = receive(message)
+        except Exception:  # a bug in a fake: close as a server would, say why in the log
+            _log.exception("fake server failed on a message")
+            actions = [Close(1011, "internal error")]
+        # while anything waits in the backlog (or is being carried out from it), later answers
+        # queue behind it: they must never overtake
+        left = actions if backlog else outbox.write_now(actions)
+        if left:
+            backlog.append(left)
 
     ws.on_arrival = dispatch
     try:
         dispatch()  # what came before this handler ran
         while True:
             while backlog:
-                if await carry_out(ws, backlog.popleft(), outbox):
+                if await carry_out(ws, backlog[0], outbox):
                     return
+                backlog.popleft()  # only now: dispatch queues behind it until it is done
             if ws.finished:
                 return
             wake.clear()

@@ -128,9 +128,10 @@ class WebSocketClient(DuplexClient):
         ws = self._connected()
         events: list[ClientEvent] = []
         try:
-            for message, size, arrival in ws.take(self.decode_text):
-                self.bytes_received += size
-                events += self.parse(message, arrival)
+            while batch := ws.take(self.decode_text):
+                for message, size, arrival in batch:
+                    self.bytes_received += size
+                    events += self.parse(message, arrival)
         except SessionError as exc:
             events.append(ErrorEvent(exc, self.config.clock(), fatal=True))
             return events, True

@@ -68,12 +68,21 @@ class InboxConnection(Connection):
         return not self._inbox and self.protocol.state is State.CLOSED
 
     def take(self, decode: bool | None = None) -> list[tuple[Message, int, float]]:
-        """Every message received so far: (message, size in bytes, arrival). ``decode`` as in
-        ``recv``; a text message that is not UTF-8 raises ProtocolError."""
-        taken = []
+        """The messages received so far: (message, size in bytes, arrival). ``decode`` as in
+        ``recv``. A text message that is not UTF-8 stops the batch before it; the next call
+        raises ProtocolError for it (so the messages before it are never lost)."""
+        taken: list[tuple[Message, int, float]] = []
         while self._inbox:
-            data, text, arrival = self._inbox.popleft()
-            taken.append((_decoded(data, text, decode), len(data), arrival))
+            data, text, arrival = self._inbox[0]
+            try:
+                message = _decoded(data, text, decode)
+            except ProtocolError:
+                if taken:
+                    return taken
+                self._inbox.popleft()
+                raise
+            self._inbox.popleft()
+            taken.append((message, len(data), arrival))
         return taken
 
     async def recv(self, decode: bool | None = None) -> Any:

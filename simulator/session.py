@@ -245,9 +245,14 @@ class _Session:
                 else:
                     await self.client.send_audio(chunk)
             except SessionError:
-                if self.polled:  # what the server said before it closed, and why it closed
-                    self._drain_events()
-                raise
+                if not self.polled:
+                    raise
+                # what the server said before it closed, and why: a close after its reply
+                # (websockets' send returns only once the connection is closed) ends it well
+                self._drain_events()
+                if not self.done.is_set():
+                    raise
+                break
             self.frames_sent = n = n + 1
             self.records.add_send(n - 1, now - self.t0, due - self.t0, chunk.size)
             if live is not None:

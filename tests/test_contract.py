@@ -198,3 +198,34 @@ async def test_polled_and_streamed_events_give_the_same_session(protocol, monkey
     assert polled.end_reason == streamed.end_reason
     assert polled.bytes_sent == streamed.bytes_sent
     assert polled.timing.duration_s == pytest.approx(streamed.timing.duration_s, abs=0.05)
+
+
+@pytest.mark.parametrize("pollable", [True, False], ids=["polled", "streamed"])
+async def test_a_server_closing_after_its_reply_ends_the_session_well(pollable, monkeypatch):
+    """A server that echoes, then closes normally while the session still streams silence:
+    the session is ok with reason server-closed, whether its events are polled or streamed
+    (a polled session learns of the close from its next send)."""
+    from websockets.asyncio.server import ServerConnection, serve
+
+    from clients.pcm_ws import events as wire
+    from clients.pcm_ws.client import PcmWsClient
+    from clients.wsclient import WebSocketClient
+
+    async def echo_then_close(ws: ServerConnection) -> None:
+        await ws.recv()
+        await ws.send(wire.encode(wire.HelloAck(RATE, "s1")))
+        n = 0
+        async for message in ws:
+            n += 1
+            await ws.send(message)
+            if n == 80:  # 1.6 s: the echoed speech (0.2-1.4 s) is out
+                await ws.close(1000, "done")
+                return
+
+    monkeypatch.setattr(WebSocketClient, "pollable", pollable)
+    async with serve(echo_then_close, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        client = PcmWsClient(ClientConfig(url=f"ws://127.0.0.1:{port}", connect_timeout_s=5.0))
+        out = await run_session(client, context(), SETTINGS)
+    assert out.status == "ok" and out.end_reason == "server-closed", out.error
+    assert out.error is None

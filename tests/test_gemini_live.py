@@ -639,3 +639,31 @@ async def test_a_fake_without_a_key_serves_keyless_clients() -> None:
         await client.connect()
         await client.aclose()
         assert [e async for e in client.events()] == []
+
+
+async def test_pre_encoded_audio_opens_the_turn_once_with_detection_off(monkeypatch) -> None:
+    """With activity detection off, send_encoded puts activityStart before the first audio
+    message only, exactly as send_audio does."""
+    from clients.wsclient import WebSocketClient
+
+    frames = np.resize(voiced_signal(0.1), (3, 320)).astype(np.float32)
+    sent: dict[str, list[str | bytes]] = {}
+    for way in ("encoded", "audio"):
+        client = GeminiLiveClient(ClientConfig(url="ws://127.0.0.1:9", options=MANUAL))
+        got: list[str | bytes] = []
+
+        async def record(self, message, got=got):
+            got.append(message)
+
+        monkeypatch.setattr(WebSocketClient, "send_message", record)
+        encoded = client.encode_audio(frames)
+        for i, row in enumerate(frames):
+            await (client.send_encoded(encoded[i]) if way == "encoded" else client.send_audio(row))
+        sent[way] = got
+    assert sent["encoded"] == sent["audio"]
+    assert [json.loads(m)["realtimeInput"].keys() for m in sent["encoded"]] == [
+        {"activityStart"},
+        {"audio"},
+        {"audio"},
+        {"audio"},
+    ]

@@ -554,6 +554,7 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
 
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConcurrencyError, ConnectionClosed
+    from websockets.frames import Frame, Opcode
 
     from clients.wsclient import StampedConnection
 
@@ -591,6 +592,12 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
             [(message, size, arrival)] = taken
             assert message == b"\x01" * 640 and size == 640
             assert arrival >= before  # the stamp of the read that carried it
+            ws.process_event(Frame(Opcode.TEXT, b"fine"))  # read together with a bad one:
+            ws.process_event(Frame(Opcode.TEXT, b"\xff"))
+            assert [m for m, _, _ in ws.take()] == ["fine"]  # the good one is not lost
+            with pytest.raises(ProtocolError, match="UTF-8"):
+                ws.take()
+            assert ws.take() == []
             go.set()
             with pytest.raises(ProtocolError, match="UTF-8"):
                 while not ws.take():
@@ -599,3 +606,41 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
             assert ws.finished
             with pytest.raises(ConnectionClosed):
                 await ws.recv()
+
+
+async def test_fake_answers_never_overtake_actions_still_being_carried_out():
+    """converse(): while one message's actions are being carried out (a send waiting for the
+    socket to drain), the next message's answer queues behind them, even if writing resumed in
+    between; and a fake whose protocol raises closes with 1011 instead of dropping the socket."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from clients.fakeserver import DelayedOutbox, converse, serve_websockets
+    from clients.serveractions import Send
+
+    async def handler(ws: ServerConnection) -> None:
+        def receive(message: str | bytes) -> list:
+            if message == "a":
+                ws.pause_writing()  # as when the transport's buffer passes its high-water mark
+                return [Send("a0"), Send("a1"), Send("a2")]
+            if message == "b":
+                ws.resume_writing()  # writable again in the same loop turn as this read
+                return [Send("b0")]
+            raise RuntimeError("a bug in the fake")
+
+        await converse(ws, receive, DelayedOutbox(ws))
+
+    server = await serve_websockets(handler, host="127.0.0.1", port=0)
+    try:
+        async with connect(server.url, compression=None) as ws:
+            await ws.send("a")
+            await asyncio.sleep(0.1)
+            await ws.send("b")
+            got = [await asyncio.wait_for(ws.recv(), 2) for _ in range(4)]
+            assert got == ["a0", "a1", "a2", "b0"]
+            await ws.send("boom")
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 2)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+    finally:
+        await server.aclose()
