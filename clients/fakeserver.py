@@ -156,10 +156,9 @@ async def converse(
     one finishes the connection. Plain sends are written where the message was read (no task
     wakes per message); anything else (a close, a stall, injected latency) is carried out here."""
     if not isinstance(ws, InboxServerConnection):
-        async for message in ws:
-            if await carry_out(ws, receive(message), outbox):
-                return
-        return
+        raise TypeError(
+            "converse() needs a server started with create_connection=InboxServerConnection"
+        )
     backlog: deque[list[Action]] = deque()
     wake = asyncio.Event()
 

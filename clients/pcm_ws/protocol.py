@@ -89,8 +89,9 @@ class ClientProtocol:
     def receive_binary(self, data: bytes, arrival: float) -> list[ClientEvent]:
         if self.session_id is None:
             raise ProtocolError("audio before 'hello_ack'")
-        if len(data) % 2 == 0 and data == self._zeros.pcm16(len(data)):  # most of a stream
-            return [AudioOut(self._zeros.samples(len(data) // 2), arrival, silent=True)]
+        silence = self._zeros.decoded(data)  # most of a continuous stream
+        if silence is not None:
+            return [AudioOut(silence, arrival, silent=True)]
         return [AudioOut(wire.decode_audio(data), arrival)]
 
     def audio_message(self, samples: NDArray[Any]) -> bytes:
@@ -165,8 +166,9 @@ class ServerProtocol:
         if self._behaviour is None:
             return self._fail("protocol", ProtocolError("audio before 'hello'"))
         try:
-            silent = len(data) % 2 == 0 and data == self._zeros.pcm16(len(data))
-            samples = self._zeros.samples(len(data) // 2) if silent else wire.decode_audio(data)
+            samples = self._zeros.decoded(data)
+            if samples is None:
+                samples = wire.decode_audio(data)
         except ProtocolError as exc:
             return self._fail("protocol", exc)
         self._received += samples.size

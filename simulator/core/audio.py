@@ -193,6 +193,13 @@ class DigitalSilence:
             self._pcm16 = bytes(n_bytes)
         return self._pcm16
 
+    def decoded(self, data: bytes) -> FloatArray | None:
+        """``pcm16_to_float(data)`` when ``data`` is whole PCM16 samples of digital silence
+        (shared read-only zeros), else None: decode it the usual way."""
+        if len(data) % 2 or data != self.pcm16(len(data)):
+            return None
+        return self.samples(len(data) // 2)
+
     def samples(self, n: int) -> FloatArray:
         """Read-only zeros (shared: a caller that wants to write makes a copy)."""
         if self._samples.size != n:
