@@ -290,7 +290,10 @@ class _Session:
         encoded = self.client.encode_audio(np.vstack((self.frames, self.silence[None])))
         if encoded is not None:
             *frames, self.encoded_silence = encoded
-            self.encoded = frames
+            # a tuple of bytes or str: the collector stops tracking it at its first pass, where
+            # a list would be walked (every message touched, megabytes of cold memory) by every
+            # collection of its generation while sessions stream
+            self.encoded = tuple(frames)
 
     async def _end_turn(self, frames: int) -> None:
         """The user's turn is over after ``frames`` frames (the context's end, or where a live
