@@ -55,7 +55,7 @@ import websockets
 
 from clients.base import ClientConfig
 from clients.pcm_ws.client import PcmWsClient
-from simulator import runner
+from simulator import eventloop, runner
 from simulator.core.timing import speech_end
 from simulator.core.turns import TurnSettings
 from simulator.fakes import FakeModelProcess
@@ -1116,7 +1116,7 @@ def main() -> int:
     args = p.parse_args()
     if args.wait_idle is None:
         args.wait_idle = 0.0 if args.quick else 120.0
-    result = asyncio.run(main_async(args))
+    result = eventloop.run(main_async(args))
     print(tables(result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

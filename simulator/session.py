@@ -407,7 +407,7 @@ async def run_session(
             await client.connect()
             if live is not None:
                 await live.start(s.caps.input_rate, s.frame_len)
-            s.t0 = s.last_rx = clock()
+            s.t0 = s.last_rx = Schedule.start(clock())
             client.timeline_started(s.t0)
             if tap is not None:
                 tap.on_start(s.t0, s.caps.input_rate, s.caps.output_rate)

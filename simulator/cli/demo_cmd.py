@@ -12,6 +12,7 @@ import contextlib
 import time
 from pathlib import Path
 
+from simulator import eventloop
 from simulator.cli.run_cmd import add_session_arguments, run_options
 from simulator.cli.score_cmd import (
     add_scorer_arguments,
@@ -64,13 +65,13 @@ def _demo(args: argparse.Namespace) -> int:
         f"demo: {len(bench)} samples x {len(behaviours)} reference models over {args.protocol}, "
         f"streamed in real time (concurrency {args.concurrency} per model)"
     )
-    summaries = asyncio.run(_run_models(bench, behaviours, args, prefix))
+    summaries = eventloop.run(_run_models(bench, behaviours, args, prefix))
     print()
     print(render_summaries(summaries))
     run_dirs = [args.runs_dir / f"{prefix}-{b}" for b in behaviours]
     if not args.no_score:
         print()
-        print(asyncio.run(score_runs(args, run_dirs)))
+        print(eventloop.run(score_runs(args, run_dirs)))
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 
+from simulator import eventloop
 from simulator.replay import render_replay, replay_run
 
 __all__ = ["register"]
@@ -26,6 +26,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    results = asyncio.run(replay_run(args.run_dir, args.sample, args.concurrency))
+    results = eventloop.run(replay_run(args.run_dir, args.sample, args.concurrency))
     print(render_replay(results, args.tolerance_ms))
     return 0 if all(r.agrees(args.tolerance_ms) for r in results) else 1

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import sys
 from pathlib import Path
 
+from simulator import eventloop
 from simulator.cli.talk_cmd import add_audio_arguments, audio_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.monitor:
         rows = _run_monitored(bench, profile, opts, args)
     else:
-        rows = asyncio.run(execute_run(bench, profile, opts))
+        rows = eventloop.run(execute_run(bench, profile, opts))
     summary = summarise_rows(opts.run_id, rows)
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
@@ -137,7 +137,7 @@ def _run_monitored(
     audio = audio_options(args)
     player = Player(open_output(audio, audio.rate), latency_s=audio.latency_ms / 1000)
     try:
-        rows = asyncio.run(
+        rows = eventloop.run(
             execute_run(bench, profile, dataclasses.replace(opts, monitor=player.claim))
         )
     finally:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from simulator import eventloop
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError
 
@@ -104,7 +105,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         if args.behaviour in ("neutral", "barge-in") and DEFAULT_UTTERANCE.exists()
         else None
     )
-    asyncio.run(
+    eventloop.run(
         serve(
             args.protocol,
             args.behaviour,

@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from simulator import eventloop
 from simulator.audio_io.base import AudioOptions
 from simulator.core.errors import ConfigError
 
@@ -114,7 +115,7 @@ def _talk(args: argparse.Namespace) -> int:
         end_of_turn_ms=args.end_of_turn_ms,
     )
     try:
-        rows = asyncio.run(talk(profile, opts, say=lambda line: print(line, flush=True)))
+        rows = eventloop.run(talk(profile, opts, say=lambda line: print(line, flush=True)))
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
     print(f"\n{len(rows)} turn(s) recorded: {opts.run_dir}")

@@ -5,6 +5,7 @@ Timeline time is seconds since T0, the instant the first context frame was sent.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ __all__ = ["SILENCE_PEAK", "OutputTrack", "Placement", "Schedule", "inaudible"]
 # codec never decodes digital silence to exact zeros (Opus leaves +-1 LSB), and that noise floor
 # must not chain a continuous stream's chunks together as if they were speech.
 SILENCE_PEAK = 10 ** (-70 / 20)
+TICK_S = 0.001  # sessions start on whole milliseconds of the clock (``Schedule.start``)
 
 
 def inaudible(samples: NDArray[np.float32]) -> bool:
@@ -32,6 +34,13 @@ class Schedule:
 
     def due(self, n: int) -> float:
         return n * self.frame_s
+
+    @staticmethod
+    def start(now: float, tick_s: float = TICK_S) -> float:
+        """T0 for a session ready at ``now``: the next whole tick of the clock. Frames of whole
+        ticks then fall due on shared instants, and the loop wakes once for all sessions due at
+        an instant instead of once per session."""
+        return math.ceil(now / tick_s) * tick_s
 
     def frames_for(self, n_samples: int, frame_len: int) -> int:
         return -(-n_samples // frame_len)
