@@ -22,6 +22,7 @@ import numpy as np
 from clients.base import ClientConfig
 from clients.behaviours import synthetic_voice
 from clients.registry import client_class, client_protocols, server_protocols
+from simulator import eventloop
 from simulator.core.timing import speech_end
 from simulator.core.turns import TurnSettings
 from simulator.fakes import FakeModelProcess
@@ -132,7 +133,7 @@ if __name__ == "__main__":
     parser.add_argument("--protocols", help="comma-separated (default: every protocol with a fake)")
     parser.add_argument("--out", help="write every number as JSON")
     ns = parser.parse_args()
-    results = asyncio.run(main(ns))
+    results = eventloop.run(main(ns))
     print()
     print(table(results))
     if ns.out:

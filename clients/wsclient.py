@@ -131,9 +131,13 @@ class WebSocketClient(DuplexClient):
             while batch := ws.take(self.decode_text):
                 for message, size, arrival in batch:
                     self.bytes_received += size
-                    events += self.parse(message, arrival)
-        except SessionError as exc:
-            events.append(ErrorEvent(exc, self.config.clock(), fatal=True))
+                    try:
+                        events += self.parse(message, arrival)
+                    except SessionError as exc:
+                        events.append(ErrorEvent(exc, arrival, fatal=True))
+                        return events, True
+        except SessionError as exc:  # a message that could not be decoded: when it was read
+            events.append(ErrorEvent(exc, ws.last_arrival, fatal=True))
             return events, True
         if not ws.finished:
             return events, False

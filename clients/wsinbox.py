@@ -39,7 +39,7 @@ class InboxConnection(Connection):
         self._inbox: deque[tuple[bytes, bool, float]] = deque()  # payload, is text, arrival
         self._fragments: list[Frame] = []
         self._waiter: asyncio.Future[None] | None = None
-        self.last_arrival = 0.0  # when the message recv() last returned was read
+        self.last_arrival = 0.0  # when the message recv() last returned (or refused) was read
         self.on_arrival: Callable[[], None] | None = None  # called where a message was read
 
     def data_received(self, data: bytes) -> None:
@@ -70,7 +70,8 @@ class InboxConnection(Connection):
     def take(self, decode: bool | None = None) -> list[tuple[Message, int, float]]:
         """The messages received so far: (message, size in bytes, arrival). ``decode`` as in
         ``recv``. A text message that is not UTF-8 stops the batch before it; the next call
-        raises ProtocolError for it (so the messages before it are never lost)."""
+        raises ProtocolError for it (so the messages before it are never lost), with
+        ``last_arrival`` set to the time it was read."""
         taken: list[tuple[Message, int, float]] = []
         while self._inbox:
             data, text, arrival = self._inbox[0]
@@ -80,6 +81,7 @@ class InboxConnection(Connection):
                 if taken:
                     return taken
                 self._inbox.popleft()
+                self.last_arrival = arrival
                 raise
             self._inbox.popleft()
             taken.append((message, len(data), arrival))

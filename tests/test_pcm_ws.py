@@ -598,14 +598,42 @@ async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
             with pytest.raises(ProtocolError, match="UTF-8"):
                 ws.take()
             assert ws.take() == []
+            mark = next(ticks)
             go.set()
             with pytest.raises(ProtocolError, match="UTF-8"):
                 while not ws.take():
                     await asyncio.sleep(0.01)
+            assert ws.last_arrival > mark  # the refused message's own read stamp
             await ws.wait_closed()
             assert ws.finished
             with pytest.raises(ConnectionClosed):
                 await ws.recv()
+
+
+def test_polled_errors_carry_the_time_their_message_was_read():
+    """A message that cannot be decoded, or parsed, ends the polled stream with an error stamped
+    when that message was read (as the streamed path does), not when it was polled."""
+    from clients.pcm_ws.client import PcmWsClient
+
+    class Inbox:
+        def __init__(self, batches: list) -> None:
+            self.batches = batches
+            self.last_arrival = 0.0
+
+        def take(self, decode=None):
+            batch = self.batches.pop(0)
+            if isinstance(batch, float):
+                self.last_arrival = batch
+                raise ProtocolError("a text message is not valid UTF-8")
+            return batch
+
+    client = PcmWsClient(ClientConfig(url="ws://127.0.0.1:9", clock=lambda: 99.0))
+    client._ws = Inbox([2.5])
+    [error], ended = client.poll_events()
+    assert ended and error.arrival == 2.5 and "UTF-8" in error.error.message
+    client._ws = Inbox([[(b"\x00\x00" * 320, 640, 1.0)]])  # audio before the hello_ack
+    [error], ended = client.poll_events()
+    assert ended and error.arrival == 1.0 and "hello_ack" in error.error.message
 
 
 async def test_fake_answers_never_overtake_actions_still_being_carried_out():
