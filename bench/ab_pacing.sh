@@ -4,8 +4,8 @@
 #
 #   bench/ab_pacing.sh BASE_REV [ROUNDS=2] [SIZES=100] [extra session_pacing.py arguments]
 #
-# Prints, per run, the whole-run and steady-state rows of session_pacing.py's tables (client and
-# server CPU per frame in the last column). Compare at a size where neither process saturates a
+# Prints, per run, the whole-run, steady-state and memory rows of session_pacing.py's tables
+# (client and server CPU per frame in the last column of the steady-state row). Compare at a size where neither process saturates a
 # core: a saturated process reads ~1 core / frame rate whatever its code does.
 set -euo pipefail
 base_rev=${1:?usage: bench/ab_pacing.sh BASE_REV [ROUNDS] [SIZES] [args...]}
@@ -25,5 +25,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' \
       | sed "s/^/$side whole  /"
     echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+\.[0-9]+ \|' | sed "s/^/$side steady /"
+    echo "$out" | grep -E '^\| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \|$' \
+      | sed "s/^/$side memory /"
   done
 done

@@ -6,11 +6,16 @@ when the task gets to a message adds the parsing of every earlier one to its arr
 message is stamped with the time its last bytes were read and kept in an inbox: ``take`` drains
 it without waiting (a session does once per frame), ``on_arrival`` lets a server answer it where
 it was read, and ``recv`` still waits for the next one.
+
+Bytes are read into one buffer per thread, and copied out at once. asyncio's plain read allocates
+256 KiB for every read and shrinks it to what came; at thousands of small reads a second that
+fragments the heap (resident memory grew about 4 MB/s at 200 sessions).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +32,18 @@ from simulator.core.errors import ProtocolError
 __all__ = ["InboxConnection", "InboxServerConnection", "StampedConnection"]
 
 Message = str | bytes
+READ_BUFFER = 256 * 1024  # bytes taken from the socket per read at most (asyncio's own limit)
+_read_buffers = threading.local()
 
 
-class InboxConnection(Connection):
+def _read_buffer() -> memoryview:
+    buffer: memoryview | None = getattr(_read_buffers, "view", None)
+    if buffer is None:
+        buffer = _read_buffers.view = memoryview(bytearray(READ_BUFFER))
+    return buffer
+
+
+class InboxConnection(Connection, asyncio.BufferedProtocol):
     """The inbox, for either side; ``clock`` stamps reads (default: the loop's clock)."""
 
     def __init__(self, *args: Any, clock: Callable[[], float] | None = None, **kwargs: Any):
@@ -41,6 +55,13 @@ class InboxConnection(Connection):
         self._waiter: asyncio.Future[None] | None = None
         self.last_arrival = 0.0  # when the message recv() last returned (or refused) was read
         self.on_arrival: Callable[[], None] | None = None  # called where a message was read
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return _read_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # copied before anything else runs: the buffer serves every connection of this thread
+        self.data_received(bytes(_read_buffer()[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         self._read_at = self._clock()

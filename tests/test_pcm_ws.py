@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -672,3 +673,105 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
     finally:
         await server.aclose()
+
+
+def _self_signed_tls(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a fresh self-signed certificate for 127.0.0.1, and a client
+    context that trusts it."""
+    crypto = pytest.importorskip("cryptography")
+    del crypto
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = tmp_path / "cert.pem"
+    key_pem = tmp_path / "key.pem"
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert_pem, key_pem)
+    client = ssl.create_default_context(cafile=str(cert_pem))
+    return server, client
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["ws", "wss"])
+async def test_inbox_reads_small_and_large_messages_whole_over_tcp_and_tls(tls, tmp_path):
+    """Reads go through one shared buffer (BufferedProtocol), plain and under TLS: messages of
+    every size, larger than the buffer too, arrive whole and in order on both ends."""
+    from websockets.asyncio.client import connect
+
+    from clients.wsinbox import READ_BUFFER, InboxServerConnection, StampedConnection
+
+    reads = {"client": 0, "server": 0}
+
+    class Client(StampedConnection):
+        def get_buffer(self, sizehint: int) -> memoryview:
+            reads["client"] += 1
+            return super().get_buffer(sizehint)
+
+    class Server(InboxServerConnection):
+        def get_buffer(self, sizehint: int) -> memoryview:
+            reads["server"] += 1
+            return super().get_buffer(sizehint)
+
+    server_tls, client_tls = _self_signed_tls(tmp_path) if tls else (None, None)
+    rng = np.random.default_rng(7)
+    sizes = [1, 640, 70_000, READ_BUFFER + 12_345, 3 * READ_BUFFER, 5]
+    payloads = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
+
+    async def echo(ws: ServerConnection) -> None:
+        assert isinstance(ws, InboxServerConnection)
+        for _ in payloads:
+            await ws.send(await ws.recv())
+
+    async with serve(
+        echo,
+        "127.0.0.1",
+        0,
+        compression=None,
+        max_size=None,
+        ssl=server_tls,
+        create_connection=Server,
+    ) as server:
+        port = server.sockets[0].getsockname()[1]
+        url = f"{'wss' if tls else 'ws'}://127.0.0.1:{port}"
+        async with connect(
+            url,
+            compression=None,
+            max_size=None,
+            ssl=client_tls,
+            create_connection=Client,
+        ) as ws:
+            for payload in payloads:
+                await ws.send(payload)
+            got = [await asyncio.wait_for(ws.recv(), 10) for _ in payloads]
+    assert [len(g) for g in got] == sizes
+    assert got == payloads
+    assert reads["client"] >= 3 and reads["server"] >= 3  # the big ones took several reads
