@@ -111,6 +111,8 @@ def test_sessions_start_on_whole_ticks():
     assert Schedule.start(12.3450001) == pytest.approx(12.346, abs=1e-9)
     assert Schedule.start(7.0) == pytest.approx(7.0, abs=1e-9)
     assert Schedule.start(0.0) == 0.0
+    for k in range(1, 5000):  # readings on a whole tick stay there
+        assert Schedule.start(k / 1000) == pytest.approx(k / 1000, abs=1e-12)
     for now in np.random.default_rng(0).uniform(0, 1e5, 1000):
         t0 = Schedule.start(float(now))
         assert now <= t0 + 1e-9 < now + 0.001 + 1e-9

@@ -40,7 +40,9 @@ class Schedule:
         """T0 for a session ready at ``now``: the next whole tick of the clock. Frames of whole
         ticks then fall due on shared instants, and the loop wakes once for all sessions due at
         an instant instead of once per session."""
-        return math.ceil(now / tick_s) * tick_s
+        # rounded to a millionth of a tick first: a clock reading on a whole tick stays on it
+        # instead of being pushed a tick later by the division's last bit
+        return math.ceil(round(now / tick_s, 6)) * tick_s
 
     def frames_for(self, n_samples: int, frame_len: int) -> int:
         return -(-n_samples // frame_len)
