@@ -244,7 +244,8 @@ async def _run_all(
 ) -> None:
     gate = asyncio.Semaphore(opts.concurrency)
     # Staggered starts: 10 ms apart so handshakes do not pile up, plus a fraction of a frame so
-    # the sessions' send instants interleave instead of all falling on the same tick.
+    # the sessions' send instants spread over the frame's whole-millisecond ticks
+    # (``Schedule.start``) instead of all falling on the same one.
     step_s = RAMP_STEP_S + (opts.settings.frame_ms or 20) / 1000.0 / opts.concurrency
 
     async def one(index: int, sample: Sample) -> None:
