@@ -147,7 +147,7 @@ def pid_cpu_s(pid: int) -> float | None:
 CPUACCT_USAGE = Path("/sys/fs/cgroup/cpuacct/cpuacct.usage")  # every task's CPU time, in ns
 
 
-def machine_jiffies() -> tuple[float, float]:
+def machine_cpu() -> tuple[float, float]:
     """(busy, total) CPU time over all CPUs, in any one unit. The root cgroup's CPU time where
     there is one (exact); otherwise /proc/stat, whose figures are sampled at the kernel's tick:
     with frames due on whole milliseconds (``Schedule.start``) the tick keeps landing in the
@@ -190,7 +190,7 @@ class Probe:
             rss_kb(),
             [pid_cpu_s(p) for p in self.server_pids],
             [pid_cpu_s(p) for p in self.worker_pids],
-            machine_jiffies(),
+            machine_cpu(),
         )
         self.samples.append(s)
         return s
@@ -697,9 +697,9 @@ async def wait_idle(
     waited = quiet = 0.0
     busy = 0.0
     while quiet < quiet_s and waited < max_wait_s:
-        a = machine_jiffies()
+        a = machine_cpu()
         await asyncio.sleep(2.0)
-        b = machine_jiffies()
+        b = machine_cpu()
         busy = (b[0] - a[0]) / max(1, b[1] - a[1])
         quiet = quiet + 2.0 if busy < busy_below else 0.0
         if busy >= busy_below and waited == 0.0:

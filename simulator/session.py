@@ -274,11 +274,11 @@ class _Session:
 
     async def _send_fixed(self, n: int) -> NDArray[np.float32]:
         """Send frame ``n`` of the context (silence after it), pre-encoded where the client can."""
-        chunk: NDArray[np.float32] = self.frames[n] if n < len(self.frames) else self.silence
+        chunk: NDArray[np.float32]
         if n < len(self.frames):
-            message = self.encoded[n] if self.encoded else None
+            chunk, message = self.frames[n], (self.encoded[n] if self.encoded else None)
         else:
-            message = self.encoded_silence
+            chunk, message = self.silence, self.encoded_silence
         if message is None:
             await self.client.send_audio(chunk)
         else:
@@ -287,9 +287,10 @@ class _Session:
 
     def encode_fixed(self) -> None:
         """Encode the context and silence ahead of time (in a thread, before streaming)."""
-        encoded = self.client.encode_audio(np.vstack((self.frames, self.silence[None])))
-        if encoded is not None:
-            *frames, self.encoded_silence = encoded
+        frames = self.client.encode_audio(self.frames)
+        silence = self.client.encode_audio(self.silence[None])
+        if frames is not None and silence is not None:
+            self.encoded_silence = silence[0]
             # a tuple of bytes or str: the collector stops tracking it at its first pass, where
             # a list would be walked (every message touched, megabytes of cold memory) by every
             # collection of its generation while sessions stream
