@@ -126,7 +126,22 @@ def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
     the process that paces sessions only moves bytes."""
     workers = max(1, (os.cpu_count() or 2) - 1)
     context = multiprocessing.get_context("forkserver")
-    return concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=yield_to_pacing
+    )
+
+
+def yield_to_pacing() -> None:
+    """Run this process only on CPU time nothing else wants: a pacing process (or a local model)
+    that wakes for its next frame takes the core at once instead of waiting out this one's
+    slice. Bundles and decoding can wait; frames cannot."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux
+        try:
+            os.nice(19)
+        except OSError:
+            pass
 
 
 @contextmanager
