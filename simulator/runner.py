@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import hashlib
 import multiprocessing
@@ -138,10 +139,8 @@ def yield_to_pacing() -> None:
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux
-        try:
+        with contextlib.suppress(OSError):
             os.nice(19)
-        except OSError:
-            pass
 
 
 @contextmanager
