@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
@@ -26,9 +27,16 @@ import numpy as np
 from simulator.core.audio import resample, write_audio
 from simulator.session import SessionOutcome
 
-__all__ = ["BUNDLE_VERSION", "package_versions", "read_meta", "write_bundle"]
+__all__ = [
+    "BUNDLE_VERSION",
+    "package_versions",
+    "read_meta",
+    "remove_unfinished",
+    "write_bundle",
+]
 
 BUNDLE_VERSION = 1
+_MKDTEMP_SUFFIX = 8  # random characters tempfile.mkdtemp puts after the prefix
 _PACKAGES = (
     "duplexsim",
     "numpy",
@@ -90,6 +98,33 @@ def write_bundle(folder: Path, outcome: SessionOutcome, meta: dict[str, Any]) ->
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
+
+
+def remove_unfinished(sessions: Path, sample_ids: Iterable[str]) -> int:
+    """Delete the temporary folders a killed run left for these samples' bundles; returns how
+    many. Only these samples': other shards of the run may be writing theirs right now."""
+    if not sessions.is_dir():
+        return 0
+    wanted = set(sample_ids)
+    removed = 0
+    for entry in sessions.iterdir():
+        if entry.is_dir() and _unfinished_of(entry.name) & wanted:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _unfinished_of(name: str) -> set[str]:
+    """The sample ids a folder name could be a temporary of: ``.<id>.old`` (an older attempt
+    being replaced) or ``.<id>.<8 random characters>`` (``mkdtemp``)."""
+    if not name.startswith(".") or len(name) < 4:
+        return set()
+    ids = set()
+    if name.endswith(".old"):
+        ids.add(name[1:-4])
+    if len(name) > _MKDTEMP_SUFFIX + 2 and name[-_MKDTEMP_SUFFIX - 1] == ".":
+        ids.add(name[1 : -_MKDTEMP_SUFFIX - 1])
+    return ids
 
 
 def _write_audio_files(folder: Path, outcome: SessionOutcome) -> None:

@@ -39,7 +39,7 @@ from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
-from simulator.recording import write_bundle
+from simulator.recording import remove_unfinished, write_bundle
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -233,6 +233,7 @@ async def execute_run(
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)
+        remove_unfinished(opts.run_dir / "sessions", (s.id for s in todo))
         own_progress = progress is None
         if progress is None:
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)

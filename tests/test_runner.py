@@ -69,6 +69,9 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     bench = load_benchmark(short_benchmark(tmp_path / "b", 4))
     server = await start_server(behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25))
     profile = ModelProfile(name="local", protocol="pcm-ws", url=server.url)
+    leftover = tmp_path / "runs" / "r1" / "sessions" / ".s2.k1ll3d_x"  # of a killed run
+    leftover.mkdir(parents=True)
+    (leftover / "input.wav").write_bytes(b"RIFF")
     try:
         rows = await execute_run(bench, profile, options(tmp_path, concurrency=4))
         again = await execute_run(bench, profile, options(tmp_path, concurrency=4))
@@ -78,7 +81,9 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     assert all(r.status == "ok" and r.attempts == 1 for r in rows)
     assert all(abs(r.latency_s - 0.4) < 0.08 for r in rows)
     assert [r.finished_at for r in again] == [r.finished_at for r in rows]  # nothing redone
-    bundle = tmp_path / "runs" / "r1" / "sessions" / "s0"
+    sessions = tmp_path / "runs" / "r1" / "sessions"
+    assert sorted(p.name for p in sessions.iterdir()) == ["s0", "s1", "s2", "s3"]
+    bundle = sessions / "s0"
     names = {p.name for p in bundle.iterdir()}
     assert names == {"input.wav", "output.wav", "stereo.wav", "events.jsonl", "meta.json"}
     meta = json.loads((bundle / "meta.json").read_text())
@@ -177,7 +182,7 @@ def test_run_killed_with_sigkill_resumes_with_every_sample_once(tmp_path):
     assert sorted(r.sample_id for r in rows) == [f"s{i}" for i in range(6)]
     assert all(r.status == "ok" for r in rows)
     sessions = sorted(p.name for p in (runs / "k" / "sessions").iterdir())
-    assert [s for s in sessions if not s.startswith(".")] == [f"s{i}" for i in range(6)]
+    assert sessions == [f"s{i}" for i in range(6)]  # nothing half-written left behind
     for i in range(6):
         assert (runs / "k" / "sessions" / f"s{i}" / "meta.json").is_file()
 
