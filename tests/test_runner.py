@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
 from simulator.profiles import ModelProfile
 from simulator.replay import replay_run
-from simulator.runner import RunOptions, execute_run, worker_pool
+from simulator.runner import RunOptions, execute_run, realtime_tuning, worker_pool
 from simulator.session import SessionSettings
 from simulator.store import read_results
 from tests.conftest import voiced_signal, write_wav
@@ -289,3 +290,12 @@ def test_worker_pool_runs_only_on_idle_cpu_time():
         policies = set(pool.map(os.sched_getscheduler, [0] * 4))
     assert policies == {os.SCHED_IDLE}
     assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the pacing process itself is untouched
+
+
+def test_realtime_tuning_is_undone_after_the_run():
+    before = sys.getswitchinterval()
+    with realtime_tuning():
+        # the loop drops the GIL in every send: a helper thread must hand it back within 0.1 ms
+        assert sys.getswitchinterval() <= 0.0001 + 1e-9
+        assert gc.get_freeze_count() > 0
+    assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
