@@ -143,6 +143,12 @@ class DuplexClient(ABC):
         task for every message. Arrival times are those of the bytes, as in ``events()``."""
         raise NotImplementedError(f"{type(self).__name__} only streams its events")
 
+    def watch_liveness(self, stall_timeout_s: float) -> None:  # noqa: B027 - optional hook
+        """Called before ``connect``: where the transport can probe the server (WebSocket
+        pings), a server that answers nothing for ``stall_timeout_s`` ends the stream with a
+        "stalled" error. A hung server that sends no audio otherwise reads as a model that
+        chose not to reply."""
+
     def timeline_started(self, t0: float) -> None:  # noqa: B027 - optional hook
         """The session's T0 (clock value when frame 0 is due); replay aligns its events to it."""
 

@@ -27,6 +27,12 @@ def message_size(message: str | bytes) -> int:
     return len(message.encode()) if isinstance(message, str) else len(message)
 
 
+_DEFAULT_PING_S = 20.0
+_KEEPALIVE_TIMEOUT = (
+    "keepalive ping timeout"  # websockets' close reason when a ping goes unanswered
+)
+
+
 def close_text(exc: ConnectionClosed) -> str:
     frame = exc.rcvd or exc.sent
     if frame is None:
@@ -43,6 +49,7 @@ class WebSocketClient(DuplexClient):
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
         self._ws: StampedConnection | None = None
+        self._stall_timeout_s: float | None = None
         self._closing = False
 
     def endpoint(self) -> str:
@@ -72,6 +79,10 @@ class WebSocketClient(DuplexClient):
                 close_timeout=self.close_timeout_s,
                 max_size=self.max_message,
                 max_queue=None,  # never push back on the server: that would skew arrival times
+                # a ping every half stall timeout, unanswered for another half: a hung server
+                # is found within the stall timeout (websockets' own default: 20 s + 20 s)
+                ping_interval=self._ping_s,
+                ping_timeout=self._ping_s,
                 additional_headers=self.auth_headers(),
                 # websockets calls this as a factory; typed as a class only
                 create_connection=cast(
@@ -92,6 +103,24 @@ class WebSocketClient(DuplexClient):
             await self.aclose()
             raise
 
+    def watch_liveness(self, stall_timeout_s: float) -> None:
+        self._stall_timeout_s = stall_timeout_s
+
+    @property
+    def _ping_s(self) -> float:
+        return _DEFAULT_PING_S if self._stall_timeout_s is None else self._stall_timeout_s / 2
+
+    def _end_error(self, exc: ConnectionClosed) -> SessionError | None:
+        """Why the stream ended: unanswered pings (stalled), or what the server's close means."""
+        if self._closing:
+            return None
+        sent = exc.sent
+        if exc.rcvd is None and sent is not None and sent.reason == _KEEPALIVE_TIMEOUT:
+            return Disconnected(
+                f"server answered no ping for {2 * self._ping_s:.1f} s (stalled)", reason="stalled"
+            )
+        return self.closed_error(exc)
+
     @abstractmethod
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         """Events in one message; raises SessionError (a ProtocolError for a malformed one)."""
@@ -108,7 +137,7 @@ class WebSocketClient(DuplexClient):
             try:
                 message = await ws.recv(decode=self.decode_text)
             except ConnectionClosed as exc:
-                error = None if self._closing else self.closed_error(exc)
+                error = self._end_error(exc)
                 if error is not None:
                     yield ErrorEvent(error, self.config.clock(), fatal=True)
                 return
@@ -141,7 +170,7 @@ class WebSocketClient(DuplexClient):
             return events, True
         if not ws.finished:
             return events, False
-        error = None if self._closing else self.closed_error(ws.protocol.close_exc)
+        error = self._end_error(ws.protocol.close_exc)
         if error is not None:
             events.append(ErrorEvent(error, self.config.clock(), fatal=True))
         return events, True

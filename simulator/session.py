@@ -405,6 +405,7 @@ async def run_session(
         async with asyncio.timeout(deadline):
             if live is None:
                 await asyncio.to_thread(s.encode_fixed)
+            client.watch_liveness(settings.stall_timeout_s)
             await client.connect()
             if live is not None:
                 await live.start(s.caps.input_rate, s.frame_len)

@@ -16,6 +16,7 @@ from clients.base import ClientConfig
 from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.registry import client_class, client_protocols, fake_server_factory, server_protocols
+from clients.wsclient import WebSocketClient
 from simulator.core.benchmark import load_benchmark
 from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
@@ -25,6 +26,9 @@ from simulator.session import SessionSettings, run_session
 from tests.test_runner import short_benchmark
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
+# a hung server is found by WebSocket pings; over WebRTC the media stack keeps running around a
+# hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
+WS_PROTOCOLS = [p for p in PROTOCOLS if issubclass(client_class(p), WebSocketClient)]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=1.0,
@@ -92,6 +96,19 @@ async def test_malformed_server_message_ends_the_session_with_a_reason(protocol)
     assert out.status == "failed"
     assert out.end_reason == "protocol", out.error
     assert out.error
+
+
+@pytest.mark.parametrize("protocol", WS_PROTOCOLS)
+async def test_a_server_that_hangs_mid_turn_fails_the_session_as_stalled(protocol):
+    # continuous protocols fall silent on the wire; the others stop answering pings: either
+    # way a hung server is a retryable failure, not a model that chose not to reply
+    out = await session(protocol, "silent", Faults(stall_after_s=0.3))
+    assert (out.status, out.end_reason, out.retryable) == ("failed", "stalled", True), out.error
+    assert "1.0 s (stalled)" in out.error
+    # found within the stall timeout (1 s) of the hang (0.3 s in), long before the reply
+    # timeout would have ended it as no reply (context 1.5 s + 1.2 s)
+    last_send = max(e["t"] for e in out.events if e["dir"] == "send")
+    assert 0.3 < last_send < 0.3 + 1.0 + 0.3
 
 
 async def _run(tmp_path: Path, protocol: str, faults: Faults, retry: RetryPolicy):
