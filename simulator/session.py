@@ -87,9 +87,9 @@ class SessionSettings:
     frame_ms: int | None = None  # None: the client's preferred frame size (20 ms for pcm-ws)
     turns: TurnSettings = field(default_factory=TurnSettings)
     vad: VadConfig = field(default_factory=VadConfig)
-    stall_timeout_s: float = (
-        5.0  # continuous-output protocols: silence on the wire this long = stall
-    )
+    # silence on the wire this long (continuous-output protocols), or no answer to pings this
+    # long (WebSocket protocols): the server is stalled
+    stall_timeout_s: float = 5.0
     deadline_margin_s: float = 10.0
 
     def deadline_s(self, context_s: float, connect_timeout_s: float) -> float:

@@ -117,6 +117,10 @@ def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
         duplexsim("run", "--model", "fake:echo", "--benchmark", bench, "--shard", "3/2"),
         "--shard",
     )
+    assert_clean_error(
+        duplexsim("run", "--model", "fake:echo", "--benchmark", bench, "--stall-timeout", "0"),
+        "--stall-timeout must be > 0",
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text("protocol = [")
     assert_clean_error(duplexsim("run", "--model", str(bad), "--benchmark", bench), "invalid TOML")
@@ -196,3 +200,16 @@ def test_an_unknown_scorer_is_refused_before_any_work(tmp_path):
     # before the listing is even read (it does not exist here)
     args = ["benchmark", "build", str(tmp_path / "calls.csv"), "--out", str(tmp_path / "b")]
     assert_clean_error(duplexsim(*args, "--scorer", "nope"), "unknown scorer 'nope'", "prosody")
+
+
+@pytest.mark.parametrize("command", ["run", "talk"])
+def test_stall_timeout_reaches_the_session_settings(command):
+    from simulator.cli import build_parser
+    from simulator.cli.run_cmd import session_settings
+
+    args = build_parser().parse_args(
+        [command, "--model", "fake:echo", "--stall-timeout", "2.5"]
+        + (["--benchmark", "b"] if command == "run" else [])
+    )
+    assert session_settings(args).stall_timeout_s == 2.5
+    assert session_settings(args).describe()["stall_timeout_s"] == 2.5  # recorded in meta.json

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from simulator import eventloop
-from simulator.cli.talk_cmd import add_audio_arguments, audio_options
+from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
@@ -44,6 +44,7 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
         default=10.0,
         help="no speech this long after the context means no reply (s)",
     )
+    add_stall_argument(g)
     g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
     g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
     g.add_argument("--retries", type=int, default=2, help="retries of a retryable failure")
@@ -79,6 +80,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def session_settings(args: argparse.Namespace) -> SessionSettings:
+    if not args.stall_timeout > 0:
+        raise ConfigError("--stall-timeout must be > 0")
     try:
         return SessionSettings(
             frame_ms=args.frame_ms,
@@ -88,6 +91,7 @@ def session_settings(args: argparse.Namespace) -> SessionSettings:
                 reply_timeout_s=args.reply_timeout,
             ),
             vad=VadConfig(kind=args.vad, aggressiveness=args.vad_aggressiveness),
+            stall_timeout_s=args.stall_timeout,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -16,9 +16,19 @@ from simulator import eventloop
 from simulator.audio_io.base import AudioOptions
 from simulator.core.errors import ConfigError
 
-__all__ = ["add_audio_arguments", "audio_options", "register"]
+__all__ = ["add_audio_arguments", "add_stall_argument", "audio_options", "register"]
 
 BACKEND_ENV = "DUPLEXSIM_AUDIO_BACKEND"
+
+
+def add_stall_argument(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=5.0,
+        help="a server that sends nothing (continuous-output models) or answers no ping "
+        "(WebSocket models) this long is stalled: the session fails, retryable (s, default 5)",
+    )
 
 
 def add_audio_arguments(p: argparse.ArgumentParser, *, latency_ms: int) -> None:
@@ -84,6 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = p.add_argument_group("reply detection")
     g.add_argument("--frame-ms", type=int, help="send frame size in ms (default: the protocol's)")
     g.add_argument("--hangover", type=float, default=2.0, help="model silence ending its reply")
+    add_stall_argument(g)
     g.add_argument("--max-reply", type=float, default=20.0, help="longest reply kept (s)")
     g.add_argument(
         "--reply-timeout", type=float, default=10.0, help="no speech this long means no reply"
