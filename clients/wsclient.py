@@ -27,7 +27,7 @@ def message_size(message: str | bytes) -> int:
     return len(message.encode()) if isinstance(message, str) else len(message)
 
 
-_DEFAULT_PING_S = 20.0
+_DEFAULT_STALL_S = 20.0  # websockets' own ping timeout
 _KEEPALIVE_TIMEOUT = (
     "keepalive ping timeout"  # websockets' close reason when a ping goes unanswered
 )
@@ -79,10 +79,10 @@ class WebSocketClient(DuplexClient):
                 close_timeout=self.close_timeout_s,
                 max_size=self.max_message,
                 max_queue=None,  # never push back on the server: that would skew arrival times
-                # a ping every half stall timeout, unanswered for another half: a hung server
-                # is found within the stall timeout (websockets' own default: 20 s + 20 s)
-                ping_interval=self._ping_s,
-                ping_timeout=self._ping_s,
+                # a ping every half stall timeout, unanswered for a whole one: a hung server is
+                # found within 1.5 stall timeouts (websockets' own default: 20 s + 20 s)
+                ping_interval=self._stall_s / 2,
+                ping_timeout=self._stall_s,
                 additional_headers=self.auth_headers(),
                 # websockets calls this as a factory; typed as a class only
                 create_connection=cast(
@@ -107,8 +107,8 @@ class WebSocketClient(DuplexClient):
         self._stall_timeout_s = stall_timeout_s
 
     @property
-    def _ping_s(self) -> float:
-        return _DEFAULT_PING_S if self._stall_timeout_s is None else self._stall_timeout_s / 2
+    def _stall_s(self) -> float:
+        return _DEFAULT_STALL_S if self._stall_timeout_s is None else self._stall_timeout_s
 
     def _end_error(self, exc: ConnectionClosed) -> SessionError | None:
         """Why the stream ended: unanswered pings (stalled), or what the server's close means."""
@@ -117,7 +117,7 @@ class WebSocketClient(DuplexClient):
         sent = exc.sent
         if exc.rcvd is None and sent is not None and sent.reason == _KEEPALIVE_TIMEOUT:
             return Disconnected(
-                f"server answered no ping for {2 * self._ping_s:.1f} s (stalled)", reason="stalled"
+                f"server answered no ping for {self._stall_s:.1f} s (stalled)", reason="stalled"
             )
         return self.closed_error(exc)
 
