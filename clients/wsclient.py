@@ -28,9 +28,8 @@ def message_size(message: str | bytes) -> int:
 
 
 _DEFAULT_STALL_S = 20.0  # websockets' own ping timeout
-_KEEPALIVE_TIMEOUT = (
-    "keepalive ping timeout"  # websockets' close reason when a ping goes unanswered
-)
+# websockets' close reason when a ping goes unanswered
+_KEEPALIVE_TIMEOUT = "keepalive ping timeout"
 
 
 def close_text(exc: ConnectionClosed) -> str:

@@ -36,7 +36,10 @@ __all__ = [
 ]
 
 BUNDLE_VERSION = 1
-_MKDTEMP_SUFFIX = 8  # random characters tempfile.mkdtemp puts after the prefix
+# A bundle is written in ``.<id>.<8 random characters>`` (``mkdtemp``) and an older attempt is
+# moved to ``.<id>.old`` while it is replaced; ``remove_unfinished`` recognises both.
+_MKDTEMP_SUFFIX = 8
+_OLD = "old"
 _PACKAGES = (
     "duplexsim",
     "numpy",
@@ -78,7 +81,7 @@ def outcome_summary(outcome: SessionOutcome) -> dict[str, Any]:
 def write_bundle(folder: Path, outcome: SessionOutcome, meta: dict[str, Any]) -> Path:
     """Write the bundle for one session into ``folder`` (replacing an older attempt atomically)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
     try:
         _write_audio_files(tmp, outcome)
         with open(tmp / "events.jsonl", "w", encoding="utf-8") as fh:
@@ -114,17 +117,20 @@ def remove_unfinished(sessions: Path, sample_ids: Iterable[str]) -> int:
     return removed
 
 
+def _hidden(sample_id: str, suffix: str) -> str:
+    return f".{sample_id}.{suffix}"
+
+
 def _unfinished_of(name: str) -> set[str]:
-    """The sample ids a folder name could be a temporary of: ``.<id>.old`` (an older attempt
-    being replaced) or ``.<id>.<8 random characters>`` (``mkdtemp``)."""
-    if not name.startswith(".") or len(name) < 4:
+    """The sample ids a folder name could be a temporary of (an id may hold dots itself)."""
+    if not name.startswith("."):
         return set()
     ids = set()
-    if name.endswith(".old"):
-        ids.add(name[1:-4])
+    if name.endswith(f".{_OLD}"):
+        ids.add(name[1 : -len(_OLD) - 1])
     if len(name) > _MKDTEMP_SUFFIX + 2 and name[-_MKDTEMP_SUFFIX - 1] == ".":
         ids.add(name[1 : -_MKDTEMP_SUFFIX - 1])
-    return ids
+    return ids - {""}
 
 
 def _write_audio_files(folder: Path, outcome: SessionOutcome) -> None:
@@ -142,7 +148,7 @@ def _write_audio_files(folder: Path, outcome: SessionOutcome) -> None:
 
 def _swap_into_place(tmp: Path, folder: Path) -> None:
     if folder.exists():
-        old = folder.with_name(f".{folder.name}.old")
+        old = folder.with_name(_hidden(folder.name, _OLD))
         shutil.rmtree(old, ignore_errors=True)
         os.replace(folder, old)
         os.replace(tmp, folder)

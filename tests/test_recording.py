@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +89,10 @@ def test_unfinished_folders_of_the_given_samples_are_removed(tmp_path):
     for name in names:
         (tmp_path / name).mkdir()
         (tmp_path / name / "input.wav").write_bytes(b"x")
-    assert remove_unfinished(tmp_path, ["s1", "s3"]) == 2
+    # and a temporary named as write_bundle names it (tempfile's own random part)
+    real = Path(tempfile.mkdtemp(prefix=".s3.", dir=tmp_path))
+    assert remove_unfinished(tmp_path, ["s1", "s3"]) == 3
+    assert not real.exists()
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([".s1.b.k2j4h6g8", ".s1.toolong123", ".s2.qwertyui", "s1"])
     assert remove_unfinished(tmp_path / "missing", ["s1"]) == 0
