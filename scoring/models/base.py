@@ -28,6 +28,12 @@ class EmotionModel(ABC):
     precisions: ClassVar[tuple[str, ...]] = ()
     # The precision its scores are computed at, reported with every score; None: it has none.
     precision: str | None = None
+    # The version of the scoring code: bump it whenever the same audio and weights would score
+    # differently. None: not declared (its scores then never match a cache).
+    version: ClassVar[str | None] = None
+    # What was loaded: ``sha256:...`` over the weights, ``NO_WEIGHTS`` for a fixed rule; None:
+    # unknown (never matches a cache). Reported with every score, with precision and version.
+    weights: str | None = None
 
     @property
     @abstractmethod

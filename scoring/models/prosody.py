@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from scoring.models.base import SAMPLE_RATE, EmotionModel
 from simulator.core.emotions import EMOTIONS, HEAD_NAMES
+from simulator.core.provenance import NO_WEIGHTS
 
 __all__ = [
     "FEATURE_NAMES",
@@ -280,6 +281,7 @@ class ProsodyScorer(EmotionModel):
 
     name: ClassVar[str] = "prosody"
     comparable_with_mirroring: ClassVar[bool] = False
+    version: ClassVar[str | None] = "1"
 
     def __init__(
         self,
@@ -298,6 +300,10 @@ class ProsodyScorer(EmotionModel):
             if not (F0_MIN_HZ <= float(f0_reference_hz) <= F0_MAX_HZ):
                 raise ValueError(f"f0_reference_hz must be within {F0_MIN_HZ:g}-{F0_MAX_HZ:g} Hz")
             self._f0_ref_st = 12.0 * float(np.log2(float(f0_reference_hz) / 100.0))
+        # no weights; a changed setting of the rule scores differently, so it is named here
+        self.weights = (
+            NO_WEIGHTS if f0_reference_hz is None else f"rule:f0_reference_hz={f0_reference_hz:g}"
+        )
         self._dimensions = (*HEAD_NAMES, *FEATURE_NAMES)
 
     @property

@@ -22,6 +22,7 @@ from simulator.cli.score_cmd import (
 )
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import run_label
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile
 from simulator.progress import Progress
@@ -106,7 +107,7 @@ async def _run_models(
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
             rows = await execute_run(bench, profile, opts, progress)
-            return summarise_rows(opts.run_id, rows)
+            return summarise_rows(run_label(opts.run_id, profile.describe()), rows)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:

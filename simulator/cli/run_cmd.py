@@ -11,6 +11,7 @@ from simulator import eventloop
 from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import run_label
 from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
 from simulator.core.vad import VadConfig
@@ -119,7 +120,7 @@ def run_options(
 def _run(args: argparse.Namespace) -> int:
     profile = resolve_model(args.model)
     if args.url:
-        profile = dataclasses.replace(profile, url=args.url)
+        profile = dataclasses.replace(profile, url=args.url, url_overridden=True)
     bench = load_benchmark(args.benchmark)
     shard = parse_shard(args.shard) if args.shard else None
     opts = run_options(args, args.run_id or default_run_id(profile), shard)
@@ -127,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         rows = _run_monitored(bench, profile, opts, args)
     else:
         rows = eventloop.run(execute_run(bench, profile, opts))
-    summary = summarise_rows(opts.run_id, rows)
+    summary = summarise_rows(run_label(opts.run_id, profile.describe()), rows)
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
     return 1 if summary.failed else 0

@@ -26,6 +26,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("score", help="score each reply and reference of runs (cached per scorer)")
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     add_scorer_arguments(p)
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score every clip anew, references included, whatever the caches hold",
+    )
     p.set_defaults(func=_score)
     r = sub.add_parser("report", help="leaderboard of scored runs: terminal, Markdown, HTML, JSON")
     r.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
@@ -104,11 +109,13 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     try:
         for run_dir in run_dirs:
             started = time.monotonic()
-            outcome = await score_run(run_dir, name, score, precision=args.precision)
-            at = f", {outcome.precision}" if outcome.precision else ""
+            rescore = bool(getattr(args, "rescore", False))
+            outcome = await score_run(run_dir, name, score, rescore=rescore)
+            shared = f", {outcome.shared} references from the benchmark's" if outcome.shared else ""
             lines.append(
-                f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
-                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
+                f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache{shared}, "
+                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, "
+                f"{outcome.identity.label()})"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
     finally:

@@ -112,7 +112,7 @@ def _talk(args: argparse.Namespace) -> int:
 
     profile = resolve_model(args.model)
     if args.url:
-        profile = dataclasses.replace(profile, url=args.url)
+        profile = dataclasses.replace(profile, url=args.url, url_overridden=True)
     if args.frame_ms is not None and not 0 < args.frame_ms <= 1000:
         raise ConfigError("--frame-ms must be between 1 and 1000")
     run_id = args.run_id or f"talk-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
-from scoring.models.base import emotion_matrix
 from simulator.core.errors import ConfigError
-from simulator.scoring_run import ScoreCache, cache_path
+from simulator.core.provenance import BenchmarkId, ScorerIdentity, model_label
+from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 from simulator.summary import RunSummary, summarise_rows
 
@@ -25,12 +25,21 @@ COMPARABLE_SCORERS = ("empathic-insight-voice-small",)  # the scorer MIRRORING i
 class RunReport:
     run_id: str
     run_dir: Path
-    model: str
+    model: str  # as every output shows it: flagged when a fake or a --url override answered
     scorer: str
     comparable: bool  # numbers can be set beside MIRRORING's published ones
     metrics: MirroringMetrics
     timing: RunSummary
     unscored: dict[str, str]  # clip key -> why it has no score
+    identity: ScorerIdentity  # of the scores (unknown parts: a cache from before they were kept)
+    benchmark: BenchmarkId
+    provenance: dict[str, Any]  # the run's identity as recorded (model, settings, packages ...)
+
+    @property
+    def group(self) -> tuple[str, ScorerIdentity]:
+        """Runs are ranked together only within one (benchmark, scorer identity)."""
+        bench = self.benchmark.digest or f"path:{self.benchmark.path}"
+        return bench, self.identity
 
     def to_dict(self) -> dict[str, Any]:
         t = self.timing
@@ -39,6 +48,8 @@ class RunReport:
             "run_dir": str(self.run_dir),
             "model": self.model,
             "scorer": self.scorer,
+            "scorer_identity": self.identity.to_dict(),
+            "benchmark": self.benchmark.to_dict(),
             "comparable_with_mirroring": self.comparable,
             "metrics": self.metrics.to_dict(),
             "timing": {
@@ -55,6 +66,7 @@ class RunReport:
                 "failures": t.failures,
             },
             "unscored": self.unscored,
+            "provenance": self.provenance,
         }
 
 
@@ -63,11 +75,7 @@ def available_scorers(run_dir: Path) -> list[str]:
 
 
 def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
-    values = cache.vector(key)
-    if values is None:
-        return None
-    row: np.ndarray = emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0]
-    return row
+    return cache.emotions(key)
 
 
 def sample_scores(
@@ -116,7 +124,9 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
     cache = ScoreCache(cache_path(run_dir, scorer), scorer)
     samples, unscored = sample_scores(rows, cache)
     metrics = compute_metrics(samples, seed=seed)
-    model = str(meta.get("model", {}).get("name", meta.get("run_id", run_dir.name)))
+    raw_model = meta.get("model")
+    model_info: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
+    model = model_label(model_info) if model_info.get("name") else str(meta.get("run_id", ""))
     return RunReport(
         run_id=str(meta.get("run_id", run_dir.name)),
         run_dir=run_dir,
@@ -126,4 +136,7 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         metrics=metrics,
         timing=summarise_rows(run_dir.name, rows),
         unscored=unscored,
+        identity=cache.identity,
+        benchmark=BenchmarkId.from_meta(meta.get("benchmark")),
+        provenance={k: v for k, v in meta.items() if k != "run_id"},
     )

@@ -1,4 +1,4 @@
-"""The leaderboard as a terminal table and as Markdown."""
+"""The leaderboard as a terminal table and as Markdown: one table per group of comparable runs."""
 
 from __future__ import annotations
 
@@ -7,13 +7,25 @@ from collections.abc import Sequence
 
 from simulator.core.emotions import EMOTIONS
 from simulator.report.data import RunReport
+from simulator.report.groups import LEGEND, Group, group_reports, ranked, separate_note
 from simulator.textable import render_table
 
-__all__ = ["NOT_COMPARABLE", "leaderboard_rows", "markdown_report", "terminal_report"]
+__all__ = [
+    "NOT_COMPARABLE",
+    "group_notes",
+    "leaderboard_rows",
+    "markdown_report",
+    "ranked",
+    "terminal_report",
+]
 
 NOT_COMPARABLE = (
     "NOT COMPARABLE WITH MIRRORING: scored with '{scorer}', not Empathic-Insight-Voice-Small; "
     "these numbers only rank runs scored the same way."
+)
+FLAGGED = (
+    "A model marked [fake] was a local reference model; [URL override: ...] means the profile's "
+    "endpoint was replaced on the command line: neither measured the model its name stands for."
 )
 HEADERS = [
     "#",
@@ -39,14 +51,6 @@ def _pct(x: float) -> str:
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if x is None or math.isnan(x) else fmt.format(x)
-
-
-def ranked(reports: Sequence[RunReport]) -> list[RunReport]:
-    def key(r: RunReport) -> float:
-        m = r.metrics.match_rate
-        return -1.0 if math.isnan(m) else m
-
-    return sorted(reports, key=key, reverse=True)
 
 
 def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
@@ -78,8 +82,19 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
-def _scorer_notes(reports: Sequence[RunReport]) -> list[str]:
-    return sorted({NOT_COMPARABLE.format(scorer=r.scorer) for r in reports if not r.comparable})
+def group_notes(group: Group) -> list[str]:
+    """The warnings a group's table carries."""
+    notes = sorted(
+        {NOT_COMPARABLE.format(scorer=r.scorer) for r in group.reports if not r.comparable}
+    )
+    if not group.identity.known:
+        notes.append(
+            "Scorer identity unrecorded (scores cached before weights and code versions were "
+            "kept): run `duplexsim score` again to record it."
+        )
+    if any("[" in r.model for r in group.reports):
+        notes.append(FLAGGED)
+    return notes
 
 
 def _per_emotion_rows(reports: Sequence[RunReport]) -> list[list[str]]:
@@ -105,20 +120,31 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
-def terminal_report(reports: Sequence[RunReport]) -> str:
-    runs = [r.run_id for r in ranked(reports)]
-    parts = [
-        *_scorer_notes(reports),
+def _terminal_group(group: Group, number: int, total: int) -> list[str]:
+    runs = [r.run_id for r in group.reports]
+    head = f"[{number}/{total}] " if total > 1 else ""
+    return [
+        f"{head}{group.title}",
+        *group_notes(group),
         "",
-        render_table(HEADERS, leaderboard_rows(reports)),
+        render_table(HEADERS, leaderboard_rows(group.reports)),
         "",
         "match rate by emotion (N):",
-        render_table(["emotion", *runs], _per_emotion_rows(reports)),
+        render_table(["emotion", *runs], _per_emotion_rows(group.reports)),
         "",
         "match rate by language (N):",
-        render_table(["language", *runs], _per_language_rows(reports)),
+        render_table(["language", *runs], _per_language_rows(group.reports)),
     ]
-    return "\n".join(parts).lstrip("\n")
+
+
+def terminal_report(reports: Sequence[RunReport]) -> str:
+    groups = group_reports(reports)
+    note = separate_note(groups)
+    parts: list[str] = [note, ""] if note else []
+    for i, group in enumerate(groups, start=1):
+        parts += [*_terminal_group(group, i, len(groups)), ""]
+    parts.append(LEGEND)
+    return "\n".join(parts)
 
 
 def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -127,34 +153,31 @@ def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> st
     return "\n".join(lines)
 
 
-def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) -> str:
-    runs = [r.run_id for r in ranked(reports)]
-    notes = [f"> **{note}**" for note in _scorer_notes(reports)]
-    m = reports[0].metrics if reports else None
-    method = (
-        ""
-        if m is None
-        else f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
+def method_line(reports: Sequence[RunReport]) -> str:
+    if not reports:
+        return ""
+    m = reports[0].metrics
+    return (
+        f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
         f"intervals: 95% bootstrap over samples ({m.bootstrap} resamples). "
         "A sample where the model never replied counts as a non-match."
     )
-    parts = [
-        "# MIRRORING leaderboard",
-        "",
-        *notes,
-        "",
-        _markdown_table(HEADERS, leaderboard_rows(reports)),
-        "",
-        method,
-        "",
-        "## Match rate by emotion",
-        "",
-        _markdown_table(["emotion", *runs], _per_emotion_rows(reports)),
-        "",
-        "## Match rate by language",
-        "",
-        _markdown_table(["language", *runs], _per_language_rows(reports)),
-        "",
-    ]
-    parts += [f"![{p}]({p})" for p in plots]
-    return "\n".join(parts) + "\n"
+
+
+def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[str]] = ()) -> str:
+    """``plots``: the image files of each group, in group order."""
+    groups = group_reports(reports)
+    note = separate_note(groups)
+    parts = ["# MIRRORING leaderboard", ""] + ([f"> {note}", ""] if note else [])
+    for i, group in enumerate(groups):
+        runs = [r.run_id for r in group.reports]
+        parts += [f"## {group.title}", ""]
+        parts += [f"> **{n}**" for n in group_notes(group)] + [""]
+        parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports)), ""]
+        parts += ["### Match rate by emotion", ""]
+        parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
+        parts += ["### Match rate by language", ""]
+        parts += [_markdown_table(["language", *runs], _per_language_rows(group.reports)), ""]
+        parts += [f"![{p}]({p})" for p in (plots[i] if i < len(plots) else ())] + [""]
+    parts += [method_line(reports), "", LEGEND, ""]
+    return "\n".join(parts)
