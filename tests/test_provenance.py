@@ -168,7 +168,9 @@ def test_the_manifests_reference_scores_are_used_when_their_identity_matches(
     run = asyncio.run(_run(bench, tmp_path / "runs", "m", "echo"))
     (outcome,) = asyncio.run(_score([run]))
     assert (outcome.references_scored, outcome.shared) == (0, 2)
-    assert build_report(run, None).metrics.ref_score == pytest.approx((1.1 + 2.1) / 2)  # s0 Anger, s1 Sadness
+    assert build_report(run, None).metrics.ref_score == pytest.approx(
+        (1.1 + 2.1) / 2
+    )  # s0 Anger, s1 Sadness
 
 
 async def _identity() -> ScorerIdentity:
