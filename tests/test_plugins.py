@@ -72,7 +72,7 @@ def test_a_name_that_is_not_a_client_or_scorer_is_refused(installed):
         client_class(SCORER)
     with pytest.raises(ConfigError, match="is not an EmotionModel subclass"):
         load_scorer(CLIENT)
-    with pytest.raises(ConfigError, match="unknown protocol 'nope'.*raw-pcm"):
+    with pytest.raises(ConfigError, match=r"unknown protocol 'nope'.*raw-pcm"):
         client_class("nope")
 
 
