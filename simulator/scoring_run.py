@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -196,15 +196,19 @@ async def score_run(
     *,
     precision: str | None = None,
     batch: int = BATCH,
+    samples: Collection[str] | None = None,
 ) -> ScoreOutcome:
     """Score every clip of a run that the cache lacks; the cache is saved after every batch.
 
     ``precision`` is the one asked for (None: the scorer's default); a cache at another one is
     rescored. When the first fresh score comes back at another precision than the cached ones,
     those are rescored too; fresh scores at two precisions (workers set up differently) are a
-    ConfigError.
+    ConfigError. ``samples`` (None: all) are the sample ids to score.
     """
     jobs, errors = collect_clips(run_dir)
+    if samples is not None:  # keys are "reply/<id>" and "reference/<id>"
+        jobs = [j for j in jobs if j.key.partition("/")[2] in samples]
+        errors = {k: e for k, e in errors.items() if k.partition("/")[2] in samples}
     cache = ScoreCache(cache_path(run_dir, scorer), scorer, precision)
     todo = [job for job in jobs if cache.get(job) is None]
     fresh: set[str | None] = set()
