@@ -14,7 +14,7 @@ reference cache (``simulator.score_cache``), which the first run on a benchmark 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -153,13 +153,18 @@ async def score_run(
     *,
     rescore: bool = False,
     batch: int = BATCH,
+    samples: Collection[str] | None = None,
 ) -> ScoreOutcome:
     """Score every clip of a run that the caches lack; the run's cache is saved after every batch.
 
     ``rescore``: score every clip anew, references included. Fresh scores from another identity
     than the probe's (workers set up differently) are a ConfigError: never mixed in a cache.
+    ``samples`` (None: all) are the sample ids to score.
     """
     jobs, errors = collect_clips(run_dir)
+    if samples is not None:  # keys are "reply/<id>" and "reference/<id>"
+        jobs = [j for j in jobs if j.key.partition("/")[2] in samples]
+        errors = {k: e for k, e in errors.items() if k.partition("/")[2] in samples}
     identity = await identify(scorer, score)
     cache = ScoreCache(cache_path(run_dir, scorer), identity, fresh=rescore)
     cached = sum(1 for job in jobs if cache.get(job.key, job.digest) is not None)

@@ -6,14 +6,17 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from simulator.core.extras import MissingExtra
 from simulator.core.files import write_text_atomic
 from simulator.report.data import RunReport
-from simulator.report.groups import LEGEND, group_reports, separate_note
+from simulator.report.groups import LEGEND, Group, group_reports, separate_note
 from simulator.report.html import html_report
 from simulator.report.plots import emotion_bars, language_heatmap
 from simulator.report.tables import group_notes, markdown_report
 
-__all__ = ["write_report"]
+__all__ = ["PLOTS_MISSING", "write_report"]
+
+PLOTS_MISSING = "no PNG plots: matplotlib is not installed (pip install 'duplexsim[plots]')"
 
 
 def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]:
@@ -23,10 +26,9 @@ def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]
     paths: dict[str, Path] = {}
     for i, group in enumerate(groups):
         tag = "" if i == 0 else f"-{i + 1}"
-        bars = emotion_bars(group, out_dir / f"match_by_emotion{tag}.png")
-        heat = language_heatmap(group, out_dir / f"match_by_emotion_language{tag}.png")
-        plots.append([bars, heat])
-        paths[f"png_emotion{tag}"], paths[f"png_heatmap{tag}"] = bars, heat
+        found = _plots(group, out_dir, tag)
+        plots.append(list(found.values()))
+        paths |= found
     paths |= {
         "markdown": out_dir / "leaderboard.md",
         "html": out_dir / "leaderboard.html",
@@ -53,3 +55,17 @@ def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]
     }
     write_text_atomic(paths["json"], json.dumps(data, indent=2, default=str))
     return paths
+
+
+def _plots(group: Group, out_dir: Path, tag: str = "") -> dict[str, Path]:
+    """A group's PNG plots, or none without the ``plots`` extra (the tables carry the same
+    figures)."""
+    try:
+        return {
+            f"png_emotion{tag}": emotion_bars(group, out_dir / f"match_by_emotion{tag}.png"),
+            f"png_heatmap{tag}": language_heatmap(
+                group, out_dir / f"match_by_emotion_language{tag}.png"
+            ),
+        }
+    except MissingExtra:
+        return {}
