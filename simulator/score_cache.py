@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,26 @@ class ScoreCache:
         dims = item.get("dimensions", self.dimensions)
         row: NDArray[np.float64] = emotion_matrix(np.asarray([item["values"]], np.float32), dims)[0]
         return row
+
+    def speaker_emotions(
+        self, keys: Sequence[str], normalise: Normaliser | None
+    ) -> dict[str, NDArray[np.float64]]:
+        """The 12 emotions of the clips ``keys`` (those cached), taken as one speaker's clips:
+        ``normalise`` (the scorer's ``speaker_normalise``) sees all of them at once. Items kept
+        with other dimensions (a manifest's 12 emotions) are used as they are."""
+        found = [k for k in keys if k in self.items]
+        own = [k for k in found if "dimensions" not in self.items[k]]
+        out = {k: e for k in found if k not in own and (e := self.emotions(k)) is not None}
+        if own:
+            rows = np.asarray([self.items[k]["values"] for k in own], np.float32)
+            if normalise is not None:
+                rows = normalise(rows, self.dimensions)
+            for k, row in zip(own, emotion_matrix(rows, self.dimensions), strict=True):
+                out[k] = row
+        return out
+
+
+Normaliser = Callable[[NDArray[np.float32], Sequence[str]], NDArray[np.float32]]
 
 
 def _recorded_identity(data: Mapping[str, Any]) -> ScorerIdentity | None:

@@ -39,6 +39,16 @@ class EmotionModel(ABC):
     @abstractmethod
     def dimensions(self) -> tuple[str, ...]: ...
 
+    @classmethod
+    def speaker_normalise(
+        cls, scores: NDArray[np.float32], dimensions: Sequence[str]
+    ) -> NDArray[np.float32]:
+        """The scores of clips of one speaker (rows), each judged against that speaker's own
+        register; the default leaves them as they are. Applied when a run's metrics are
+        computed: a run's replies are one speaker (the model), a benchmark's references another.
+        Nothing here may use the clips' reference emotions."""
+        return scores
+
     @abstractmethod
     def score(self, clips: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:
         """(len(clips), len(dimensions)) raw scores. Clips are 16 kHz mono float32, already

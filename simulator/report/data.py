@@ -81,15 +81,26 @@ def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
 def sample_scores(
     rows: list[ResultRow], cache: ScoreCache
 ) -> tuple[list[SampleScores], dict[str, str]]:
-    """One SampleScores per result row; a reply or reference without a score is reported."""
+    """One SampleScores per result row; a reply or reference without a score is reported.
+
+    A run's replies are one speaker's clips and the references another's: a scorer that judges a
+    voice against its own register (``speaker_normalise``) sees each group whole."""
+    from scoring.models import speaker_normaliser
+
+    normalise = speaker_normaliser(cache.scorer)
+    scored = [r for r in rows if r.emotion]  # no reference (a ``talk`` session): timing only
+    replies = cache.speaker_emotions(
+        [f"reply/{r.sample_id}" for r in scored if r.status == "ok"], normalise
+    )
+    references = cache.speaker_emotions(
+        [f"reference/{r.sample_id}" for r in scored if r.status != "failed"], normalise
+    )
     samples: list[SampleScores] = []
     unscored: dict[str, str] = {}
-    for row in rows:
-        if not row.emotion:
-            continue  # no reference (a ``talk`` session): nothing to mirror, timing only
+    for row in scored:
         failed = row.status == "failed"
-        reference = None if failed else _vector(cache, f"reference/{row.sample_id}")
-        reply = _vector(cache, f"reply/{row.sample_id}") if row.status == "ok" else None
+        reference = None if failed else references.get(f"reference/{row.sample_id}")
+        reply = replies.get(f"reply/{row.sample_id}") if row.status == "ok" else None
         if not failed and reference is None:
             unscored[f"reference/{row.sample_id}"] = "no cached score"
         if row.status == "ok" and reply is None:
