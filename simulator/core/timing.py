@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.vad import VadConfig, speech_bounds
+from simulator.core.vad import VadConfig, frame_flags, refine_bounds, speech_bounds
 
 __all__ = [
     "ReplyTiming",
     "SendStats",
     "measure_reply",
+    "reply_timing",
     "send_stats",
     "sorted_percentile",
     "speech_end",
@@ -55,13 +56,29 @@ def measure_reply(
     window_end_s: float | None = None,
     vad: VadConfig | None = None,
 ) -> ReplyTiming:
-    """Onset, offset, latency and overlap of the model's reply within [window_start, window_end)."""
-    lo = max(0, round(window_start_s * rate))
+    """Onset, offset, latency and overlap of the model's reply: its speech frames that end after
+    ``window_start_s``, up to ``window_end_s``. The VAD runs over the track from its start, as the
+    session's streaming VAD did, so a re-measurement decides as the session did."""
+    cfg = vad or VadConfig()
     hi = output.size if window_end_s is None else min(output.size, round(window_end_s * rate))
-    bounds = speech_bounds(output[lo:hi], rate, vad) if hi > lo else None
-    if bounds is None:
+    flags = frame_flags(output[: max(hi, 0)], rate, cfg)
+    first = max(0, int(window_start_s / cfg.frame_s + 1e-9))  # the first frame ending after it
+    voiced = np.flatnonzero(flags[first:]) + first
+    if voiced.size == 0:
         return ReplyTiming(speech_end_s, None, None, None, None, 0.0)
-    onset, offset = lo / rate + bounds[0], lo / rate + bounds[1]
+    return reply_timing(output, rate, int(voiced[0]), int(voiced[-1]) + 1, speech_end_s, cfg)
+
+
+def reply_timing(
+    output: NDArray[np.float32],
+    rate: int,
+    first: int,
+    end: int,
+    speech_end_s: float | None,
+    vad: VadConfig,
+) -> ReplyTiming:
+    """The timing of a reply whose speech spans VAD frames [first, end) of ``output``."""
+    onset, offset = refine_bounds(output, rate, first, end, vad)
     latency = None if speech_end_s is None else onset - speech_end_s
     overlap = 0.0 if speech_end_s is None else max(0.0, min(speech_end_s, offset) - onset)
     return ReplyTiming(speech_end_s, onset, offset, latency, offset - onset, overlap)
