@@ -75,6 +75,10 @@ def outcome_summary(outcome: SessionOutcome) -> dict[str, Any]:
         "bytes_sent": outcome.bytes_sent,
         "bytes_received": outcome.bytes_received,
         "wall_s": round(outcome.wall_s, 3),
+        # whether the figures can be vouched for, and whether the reply was cut short
+        "timing_check": asdict(outcome.check),
+        "timing_valid": outcome.check.valid,
+        "truncated": outcome.truncated,
     }
 
 

@@ -322,6 +322,10 @@ async def _run_sample(
                 retry_after_s=outcome.retry_after_s,
                 rng=random.Random(),
             )
+        elif not outcome.check.valid:
+            # our own timing broke its budget (not the model's fault): run it again; if it
+            # stays invalid it is kept, marked, and left out of the latency figures
+            wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
         if wait is None:
             break
         progress.retries += 1
@@ -391,6 +395,11 @@ def outcome_row(
         wall_s=round(outcome.wall_s, 3),
         bundle=str(folder.relative_to(run_dir)),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        timing_valid=outcome.check.valid,
+        timing_invalid=outcome.check.invalid,
+        loop_lag_max_ms=outcome.check.loop_lag_max_ms,
+        recv_lag_max_ms=outcome.check.recv_lag_max_ms,
+        truncated=outcome.truncated,
     )
 
 

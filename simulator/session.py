@@ -36,7 +36,15 @@ from clients.base import (
 from simulator.core.errors import Disconnected, SessionError
 from simulator.core.records import EventRecords
 from simulator.core.timeline import OutputTrack, Schedule
-from simulator.core.timing import ReplyTiming, SendStats, reply_timing, send_stats, speech_end
+from simulator.core.timing import (
+    ReplyTiming,
+    SendStats,
+    TimingBudget,
+    TimingCheck,
+    check_timing,
+    reply_timing,
+    speech_end,
+)
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
 from simulator.core.vad import StreamingVad, VadConfig
 from simulator.eventpump import EventPump
@@ -81,6 +89,7 @@ class SessionSettings:
     # an audible chunk at most this late after the audible one before it continues it (the gap
     # is the transport's, not the model's pause)
     bridge_s: float = 0.1
+    budget: TimingBudget = field(default_factory=TimingBudget)
 
     def deadline_s(self, context_s: float, connect_timeout_s: float) -> float:
         t = self.turns
@@ -103,6 +112,7 @@ class SessionSettings:
             stall_timeout_s=float(data["stall_timeout_s"]),
             deadline_margin_s=float(data["deadline_margin_s"]),
             bridge_s=float(data.get("bridge_s", 0.0)),  # recorded before bridging: none
+            budget=TimingBudget(**data.get("budget", {})),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -113,6 +123,7 @@ class SessionSettings:
             "stall_timeout_s": self.stall_timeout_s,
             "deadline_margin_s": self.deadline_margin_s,
             "bridge_s": self.bridge_s,
+            "budget": vars(self.budget).copy(),
         }
 
 
@@ -122,6 +133,7 @@ class SessionOutcome:
     end_reason: str
     timing: ReplyTiming | None
     send: SendStats
+    check: TimingCheck  # our own timing against the budget: can the figures be vouched for
     input_rate: int
     output_rate: int
     sent: NDArray[np.float32]  # everything sent, at input_rate
@@ -484,11 +496,19 @@ def _outcome(
         status = "ok"
         ended = s.detector.ended
         reason = ended.value if ended is not None else s.ended_by or "deadline"
+    check = check_timing(
+        s.records.send_errors(),
+        s.records.loop_lags(),
+        s.rx_lag_max_s,
+        s.schedule.frame_s,
+        s.settings.budget,
+    )
     return SessionOutcome(
         status=status,
         end_reason=reason,
         timing=timing,
-        send=send_stats(s.records.send_errors()),
+        send=check.send,
+        check=check,
         input_rate=caps.input_rate,
         output_rate=caps.output_rate,
         sent=sent,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,22 @@ CREATE TABLE IF NOT EXISTS results (
     bytes_received INTEGER,
     wall_s REAL,
     bundle TEXT,
-    finished_at TEXT NOT NULL
+    finished_at TEXT NOT NULL,
+    timing_valid INTEGER,
+    timing_invalid TEXT,
+    loop_lag_max_ms REAL,
+    recv_lag_max_ms REAL,
+    truncated TEXT
 );
 """
+# columns added since the first schema: a results file written before them gets them as NULL
+ADDED = {
+    "timing_valid": "INTEGER",
+    "timing_invalid": "TEXT",
+    "loop_lag_max_ms": "REAL",
+    "recv_lag_max_ms": "REAL",
+    "truncated": "TEXT",
+}
 COLUMNS = (
     "sample_id",
     "status",
@@ -62,6 +75,7 @@ COLUMNS = (
     "wall_s",
     "bundle",
     "finished_at",
+    *ADDED,
 )
 # the measurements among them (REAL or INTEGER, NULL when not measured)
 MEASURES = COLUMNS[COLUMNS.index("latency_s") : COLUMNS.index("wall_s") + 1]
@@ -89,6 +103,13 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    # our own timing kept its budget (None: recorded before it was checked), the first figure
+    # over it, and a reply cut short (max-length, deadline, server-closed)
+    timing_valid: bool | None = None
+    timing_invalid: str | None = None
+    loop_lag_max_ms: float | None = None
+    recv_lag_max_ms: float | None = None
+    truncated: str | None = None
 
 
 def store_filename(shard: tuple[int, int] | None) -> str:
@@ -104,6 +125,10 @@ class RunStore:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(SCHEMA)
+            have = {r[1] for r in self.db.execute("PRAGMA table_info(results)")}
+            for name, kind in ADDED.items():
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE results ADD COLUMN {name} {kind}")
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"{path}: cannot open run results ({exc})") from None
 
@@ -133,7 +158,11 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return [ResultRow(*r) for r in cur]
+        rows = [ResultRow(*r) for r in cur]
+        return [
+            r if r.timing_valid is None else replace(r, timing_valid=bool(r.timing_valid))
+            for r in rows
+        ]
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:

@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from simulator.core.records import EventRecords
-from simulator.core.timing import SendStats
+from simulator.core.timing import SendStats, TimingCheck
 from simulator.recording import remove_unfinished, write_bundle
 from simulator.session import SessionOutcome
 
@@ -25,11 +25,13 @@ def outcome(seconds: float = 2.0) -> SessionOutcome:
         records.add_send(n, n * 0.02 + 0.0003, n * 0.02, 320)
     records.add_received(0.51, 480, 0.5, None, False)
     records.add_event(0.6, {"kind": "speech_started"})
+    send = SendStats(frames=int(seconds * 50), p50_ms=0.3, p99_ms=0.3, max_ms=0.3)
     return SessionOutcome(
         status="ok",
         end_reason="vad",
         timing=None,
-        send=SendStats(frames=int(seconds * 50), p50_ms=0.3, p99_ms=0.3, max_ms=0.3),
+        send=send,
+        check=TimingCheck(send, 0.1, 0.0, None),
         input_rate=16000,
         output_rate=24000,
         sent=(rng.standard_normal(int(seconds * 16000)) * 0.1).astype(np.float32),

@@ -3,12 +3,17 @@ truncation, a lagging model, late chunks, a model that streams only noise."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from clients.behaviours import behaviour_factory
 from simulator.core.turns import TurnSettings
+from simulator.runner import outcome_row
 from simulator.session import SessionOutcome, SessionSettings, run_session
+from simulator.summary import summarise_rows
 from tests.conftest import voiced_signal
 from tests.virtualclock import ScriptedClient, run_virtual
 
@@ -113,3 +118,46 @@ def test_speech_over_steady_noise_is_found() -> None:
     assert clean.timing is not None and noisy.timing is not None
     assert noisy.status == "ok"
     assert noisy.timing.onset_s == pytest.approx(clean.timing.onset_s, abs=0.002)
+
+
+class SlowSend(ScriptedClient):
+    """A client whose send of one frame takes ``stall_s`` (a loaded sender)."""
+
+    def __init__(self, *args: object, frame: int, stall_s: float, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.frame, self.stall_s = frame, stall_s
+
+    async def send_audio(self, samples: np.ndarray) -> None:
+        if len(self.sent_frames) == self.frame:
+            await asyncio.sleep(self.stall_s)
+        await super().send_audio(samples)
+
+
+def test_timing_is_valid_while_the_sends_keep_their_budget() -> None:
+    out = session(echo(0.5))
+    assert out.check.valid and out.check.invalid is None
+    assert (out.check.send.max_ms, out.check.loop_lag_max_ms) == (0.0, 0.0)
+
+
+def test_a_send_over_budget_makes_the_session_invalid_exactly() -> None:
+    behaviour = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)(RATE)
+    out = session(SlowSend(behaviour, frame=40, stall_s=0.025))
+    assert out.status == "ok"  # the reply is still measured; its figures are not vouched for
+    assert out.check.send.max_ms == pytest.approx(25.0, abs=1e-6)
+    assert out.check.invalid == "send max 25.0 ms > 20 ms"
+    # the frames after it were late too (the loop was behind), by less each time
+    assert out.check.loop_lag_max_ms == pytest.approx(5.0, abs=1e-6)
+
+
+def test_the_summary_agrees_with_the_rows_for_a_noise_only_model(tmp_path: Path) -> None:
+    silent = behaviour_factory("silent")(RATE)
+    outs = [session(ScriptedClient(silent, transform=noise(-39.0, seed))) for seed in range(3)]
+    rows = [
+        outcome_row(f"s{i}", "en", "", out, 1, tmp_path / f"s{i}", tmp_path)
+        for i, out in enumerate(outs)
+    ]
+    summary = summarise_rows("noise", rows)
+    assert [r.status for r in rows] == ["no-reply"] * 3
+    assert [r.end_reason for r in rows] == ["no-reply"] * 3
+    assert (summary.replied, summary.no_reply, summary.reply_rate) == (0, 3, 0.0)
+    assert summary.latency_p50_ms is None and summary.overlapped == 0

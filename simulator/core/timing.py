@@ -13,6 +13,9 @@ from simulator.core.vad import VadConfig, frame_flags, refine_bounds, speech_bou
 __all__ = [
     "ReplyTiming",
     "SendStats",
+    "TimingBudget",
+    "TimingCheck",
+    "check_timing",
     "measure_reply",
     "reply_timing",
     "send_stats",
@@ -37,6 +40,58 @@ class SendStats:
     p50_ms: float
     p99_ms: float
     max_ms: float
+
+
+@dataclass(frozen=True)
+class TimingBudget:
+    """What our own side may cost a session before its timing cannot be vouched for."""
+
+    send_p99_ms: float = 5.0  # send-time error (the send returned this long after it was due)
+    send_max_ms: float = 20.0
+    loop_lag_max_ms: float = 20.0  # the loop woke the sender this late
+    # an event handled this long after its bytes were read, beyond the frame it waits for
+    recv_lag_max_ms: float = 20.0
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not value > 0:
+                raise ValueError(f"timing budget {name} must be > 0")
+
+
+@dataclass(frozen=True)
+class TimingCheck:
+    """A session's own timing against the budget: valid, or the first figure over it."""
+
+    send: SendStats
+    loop_lag_max_ms: float
+    recv_lag_max_ms: float
+    invalid: str | None  # None: valid
+
+    @property
+    def valid(self) -> bool:
+        return self.invalid is None
+
+
+def check_timing(
+    send_errors_s: Sequence[float],
+    loop_lags_s: Sequence[float],
+    recv_lag_max_s: float,
+    frame_s: float,
+    budget: TimingBudget,
+) -> TimingCheck:
+    """Send-time error, loop lag and receive lag of one session, and whether they kept the
+    budget (receive lag counts beyond the one frame an event may wait to be drained)."""
+    send = send_stats(send_errors_s)
+    loop_ms = 1000.0 * max(loop_lags_s, default=0.0)
+    recv_ms = 1000.0 * max(recv_lag_max_s - frame_s, 0.0)
+    checks = (
+        ("send p99", send.p99_ms, budget.send_p99_ms),
+        ("send max", send.max_ms, budget.send_max_ms),
+        ("loop lag", loop_ms, budget.loop_lag_max_ms),
+        ("receive lag", recv_ms, budget.recv_lag_max_ms),
+    )
+    over = [f"{name} {got:.1f} ms > {limit:g} ms" for name, got, limit in checks if got > limit]
+    return TimingCheck(send, round(loop_ms, 3), round(recv_ms, 3), over[0] if over else None)
 
 
 def speech_end(

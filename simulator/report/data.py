@@ -46,6 +46,9 @@ class RunReport:
                 "replied": t.replied,
                 "no_reply": t.no_reply,
                 "failed": t.failed,
+                "timing_valid": t.timing_valid,  # latency comes from these sessions only
+                "latency_n": t.latency_n,
+                "truncated": t.truncated,
                 "latency_p50_ms": t.latency_p50_ms,
                 "latency_p90_ms": t.latency_p90_ms,
                 "reply_median_s": t.reply_median_s,

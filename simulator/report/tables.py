@@ -28,7 +28,8 @@ HEADERS = [
     "ref",
     "N",
     "reply rate",
-    "latency p50 ms",
+    "latency p50 ms (n)",
+    "timing valid",
     "failed",
 ]
 
@@ -71,7 +72,8 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
                 _num(m.ref_score),
                 str(m.n),
                 _pct(m.reply_rate),
-                _num(r.timing.latency_p50_ms, "{:.0f}"),
+                f"{_num(r.timing.latency_p50_ms, '{:.0f}')} ({r.timing.latency_n})",
+                f"{r.timing.timing_valid}/{r.timing.samples - r.timing.failed}",
                 str(m.n_failed),
             ]
         )
