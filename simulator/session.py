@@ -46,7 +46,7 @@ from simulator.core.timing import (
     speech_end,
 )
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
-from simulator.core.vad import StreamingVad, VadConfig
+from simulator.core.vad import BEFORE_RUN_RULE, StreamingVad, VadConfig
 from simulator.eventpump import EventPump
 from simulator.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
 
@@ -108,7 +108,7 @@ class SessionSettings:
         return cls(
             frame_ms=None if data["frame_ms"] is None else int(data["frame_ms"]),
             turns=TurnSettings(**data["turns"]),
-            vad=VadConfig(**data["vad"]),
+            vad=VadConfig(**{**BEFORE_RUN_RULE, **data["vad"]}),
             stall_timeout_s=float(data["stall_timeout_s"]),
             deadline_margin_s=float(data["deadline_margin_s"]),
             bridge_s=float(data.get("bridge_s", 0.0)),  # recorded before bridging: none

@@ -20,6 +20,7 @@ import webrtcvad
 from numpy.typing import NDArray
 
 __all__ = [
+    "BEFORE_RUN_RULE",
     "VAD_RATE",
     "Segment",
     "SpeechRuns",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 VAD_RATE = 16000
+# settings recorded before the steady-noise rule lack it: re-measured as they were measured
+BEFORE_RUN_RULE = {"min_spread_db": 0.0, "spread_skip_ms": 0}
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
 
