@@ -14,20 +14,16 @@ import pytest
 from clients.behaviours import behaviour_factory
 from clients.pcm_ws.server import start_server
 from simulator.core.benchmark import load_benchmark
-from simulator.core.timing import TimingBudget
 from simulator.core.turns import TurnSettings
 from simulator.profiles import ModelProfile
 from simulator.report.data import build_report
 from simulator.runner import RunOptions, execute_run
 from simulator.scoring_run import ScoreCache, cache_path, collect_clips, cut_reply
 from simulator.session import SessionSettings
+from tests.conftest import LENIENT
 from tests.test_runner import short_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
-# the report is under test, not this machine's pacing: a budget no loaded machine breaks
-LENIENT = TimingBudget(
-    send_p99_ms=1000.0, send_max_ms=5000.0, loop_lag_max_ms=5000.0, recv_lag_max_ms=5000.0
-)
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0), budget=LENIENT
 )

@@ -26,7 +26,13 @@ __all__ = ["add_session_arguments", "register", "session_settings"]
 
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("session")
-    g.add_argument("--concurrency", type=int, default=8, help="sessions at once (default 8)")
+    g.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="the most sessions at once (default 8; the demo: 32 per model); a session starts "
+        "only while those running keep pace, so fewer run where the machine has no room",
+    )
     g.add_argument(
         "--frame-ms",
         type=int,
