@@ -13,6 +13,7 @@ from clients.replay import ReplayClient
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError, InputError
 from simulator.recording import read_meta
+from simulator.replayaudit import TimingAudit, audit_bundle
 from simulator.session import CONTEXT_RATE, SessionSettings, run_session
 from simulator.textable import render_table
 
@@ -26,6 +27,7 @@ class ReplayResult:
     sample_id: str
     recorded: dict[str, Any]  # status, end_reason and timing fields as recorded
     replayed: dict[str, Any]
+    audit: TimingAudit  # the recording's own sends and its reply re-measured from output.wav
 
     def diff_ms(self, name: str) -> float | None:
         a, b = self.recorded.get(name), self.replayed.get(name)
@@ -40,7 +42,17 @@ class ReplayResult:
         both = all(
             (self.recorded.get(f) is None) == (self.replayed.get(f) is None) for f in _FIELDS
         )
-        return same and both and self.worst_ms() <= tolerance_ms
+        return (
+            same
+            and both
+            and self.worst_ms() <= tolerance_ms
+            and not self.audit.disagrees(tolerance_ms)
+        )
+
+    @property
+    def over_budget(self) -> str | None:
+        """The first recorded figure over the session's timing budget, if any."""
+        return self.audit.check.invalid
 
 
 def session_bundles(run_dir: Path, sample_ids: list[str]) -> list[Path]:
@@ -91,6 +103,7 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
         sample["id"],
         _summary(rec["status"], rec["end_reason"], rec["timing"]),
         _summary(outcome.status, outcome.end_reason, replayed_timing),
+        await asyncio.to_thread(audit_bundle, bundle, meta),
     )
 
 
@@ -131,6 +144,8 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
     rows = []
     for r in results:
         diff = r.diff_ms("latency_s")
+        remeasured = r.audit.onset_diff_ms
+        send = r.audit.check.send
         rows.append(
             [
                 r.sample_id,
@@ -140,6 +155,9 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
                 _ms(r.replayed["latency_s"]),
                 "-" if diff is None else f"{diff:+.1f}",
                 f"{r.worst_ms():.1f}",
+                "-" if remeasured is None else f"{remeasured:+.1f}",
+                f"{send.p99_ms:.1f} / {send.max_ms:.1f}",
+                "NO" if r.over_budget else "yes",
                 "yes" if r.agrees(tolerance_ms) else "NO",
             ]
         )
@@ -151,7 +169,21 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
         "latency ms (replay)",
         "diff ms",
         "worst diff ms",
+        "onset re-measured ms",
+        "send p99 / max ms",
+        "within budget",
         f"agrees (<= {tolerance_ms:g} ms)",
     ]
     agree = sum(r.agrees(tolerance_ms) for r in results)
-    return render_table(headers, rows) + f"\n\n{agree}/{len(results)} sessions agree"
+    text = render_table(headers, rows) + f"\n\n{agree}/{len(results)} sessions agree"
+    over = [r for r in results if r.over_budget]
+    text += f"; {len(results) - len(over)}/{len(results)} kept their timing budget"
+    problems = [f"  {r.sample_id}: over budget ({r.over_budget})" for r in over] + [
+        f"  {r.sample_id}: re-measured onset {r.audit.remeasured_onset_s} s, "
+        f"recorded {r.audit.recorded_onset_s} s"
+        for r in results
+        if r.audit.disagrees(tolerance_ms)
+    ]
+    if problems:
+        text += "\n\nsessions with timing problems:\n" + "\n".join(problems)
+    return text
