@@ -114,6 +114,7 @@ async def ladder_run(
         again = measure_reply(heard.samples, heard.sample_rate, speech_end_s=end)
         if again.latency_s is not None:
             audio_ms.append(abs(again.latency_s - r.latency_s) * 1000)  # type: ignore[operator]
+    reasons = [" ".join(str(r.timing_invalid).split()[:2]) for r in rows if r.timing_invalid]
     statuses: dict[str, int] = {}
     for r in rows:
         statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -126,9 +127,7 @@ async def ladder_run(
         "valid_replies": len(valid),
         "latency_error_vs_truth_ms": {q: pct(truth_ms, q) for q in (50, 99, 100)},
         "latency_error_vs_audio_ms": {q: pct(audio_ms, q) for q in (50, 99, 100)},
-        "invalid_by": dict(
-            Counter(" ".join(str(r.timing_invalid).split()[:2]) for r in rows if r.timing_invalid)
-        ),  # fmt: skip
+        "invalid_by": dict(Counter(reasons)),
         "wall_s": round(wall, 1),
     }
 
