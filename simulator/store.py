@@ -10,7 +10,7 @@ import json
 import sqlite3
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,13 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    # our own timing kept its budget (None: recorded before it was checked), the first figure
+    # over it, and a reply cut short (max-length, deadline, server-closed)
+    timing_valid: bool | None = None
+    timing_invalid: str | None = None
+    loop_lag_max_ms: float | None = None
+    recv_lag_max_ms: float | None = None
+    truncated: str | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
@@ -132,7 +139,11 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return [ResultRow(*r) for r in cur]
+        rows = [ResultRow(*r) for r in cur]
+        return [
+            r if r.timing_valid is None else replace(r, timing_valid=bool(r.timing_valid))
+            for r in rows
+        ]
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:
