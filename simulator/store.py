@@ -10,7 +10,7 @@ import json
 import sqlite3
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,13 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    # our own timing kept its budget (None: recorded before it was checked), the first figure
+    # over it, and a reply cut short (max-length, deadline, server-closed)
+    timing_valid: bool | None = None
+    timing_invalid: str | None = None
+    loop_lag_max_ms: float | None = None
+    recv_lag_max_ms: float | None = None
+    truncated: str | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
@@ -63,6 +70,7 @@ def _column(name: str, hint: Any) -> tuple[str, str, bool]:
 _HINTS = typing.get_type_hints(ResultRow)
 _COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRow)]
 COLUMNS = tuple(name for name, _, _ in _COLUMNS)
+_BOOLS = tuple(name for name in COLUMNS if _base(_HINTS[name]) is bool)
 # the measurements among them (numbers, NULL when not measured)
 MEASURES = tuple(
     name for name, _, nullable in _COLUMNS if nullable and _base(_HINTS[name]) in (int, float)
@@ -131,7 +139,16 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return [ResultRow(*r) for r in cur]
+        return [_row(values) for values in cur]
+
+
+def _row(values: tuple[Any, ...]) -> ResultRow:
+    """A row as read back: SQLite keeps booleans as 0 and 1."""
+    row = ResultRow(*values)
+    flags: dict[str, Any] = {
+        n: bool(getattr(row, n)) for n in _BOOLS if getattr(row, n) is not None
+    }
+    return replace(row, **flags) if flags else row
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:

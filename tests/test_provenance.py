@@ -196,7 +196,7 @@ def test_two_benchmarks_or_two_scorers_are_never_ranked_in_one_table(
     text = terminal_report(reports)
     assert text.startswith("2 separate tables: these runs span 2 benchmarks,")
     assert "[1/2] benchmark a (sha256:" in text and "[2/2] benchmark b (sha256:" in text
-    assert "scorer prosody (v1)" in text and len(re.findall(r"^#\s+model", text, re.M)) == 2
+    assert "scorer prosody (v2)" in text and len(re.findall(r"^#\s+model", text, re.M)) == 2
     assert "cosine: mean cosine similarity" in text
     paths = write_report(reports, tmp_path / "r")
     md = paths["markdown"].read_text()
@@ -212,8 +212,8 @@ def test_two_benchmarks_or_two_scorers_are_never_ranked_in_one_table(
     other = tmp_path / "other"
     shutil.copytree(dirs[1], other)
     cache = ScoreCache(cache_path(other, "prosody"), "prosody")
-    cache.identity = ScorerIdentity("prosody", "rule:f0_reference_hz=120", None, "1")
+    cache.identity = ScorerIdentity("prosody", "rule:f0_reference_hz=120", None, "2")
     cache.save()
     text = terminal_report([build_report(dirs[0], None), build_report(other, None)])
     assert text.startswith("2 separate tables: these runs span 2 scorer identities")
-    assert "scorer prosody (weights rule:f0_reference_hz=120, v1)" in text
+    assert "scorer prosody (weights rule:f0_reference_hz=120, v2)" in text

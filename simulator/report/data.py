@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
+from scoring.models.base import MIN_CLIP_S
 from simulator.core.errors import ConfigError
 from simulator.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from simulator.score_cache import ScoreCache, cache_path
@@ -57,6 +58,9 @@ class RunReport:
                 "replied": t.replied,
                 "no_reply": t.no_reply,
                 "failed": t.failed,
+                "timing_valid": t.timing_valid,  # latency comes from these sessions only
+                "latency_n": t.latency_n,
+                "truncated": t.truncated,
                 "latency_p50_ms": t.latency_p50_ms,
                 "latency_p90_ms": t.latency_p90_ms,
                 "reply_median_s": t.reply_median_s,
@@ -76,6 +80,19 @@ def available_scorers(run_dir: Path) -> list[str]:
 
 def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
     return cache.emotions(key)
+
+
+def out_of_n_reason(row: ResultRow) -> str | None:
+    """Why a completed sample is out of N before its scores are looked at: its own timing broke
+    its budget (the model may not have heard what the benchmark says it heard), or its reply is
+    shorter than a scorer takes."""
+    if row.status == "failed":
+        return None  # counted as failed
+    if row.timing_valid is False:
+        return "timing invalid"
+    if row.status == "ok" and (row.reply_duration_s or 0.0) < MIN_CLIP_S:
+        return "reply too short to score"
+    return None
 
 
 def sample_scores(
@@ -101,9 +118,10 @@ def sample_scores(
         failed = row.status == "failed"
         reference = None if failed else references.get(f"reference/{row.sample_id}")
         reply = replies.get(f"reply/{row.sample_id}") if row.status == "ok" else None
-        if not failed and reference is None:
+        out = out_of_n_reason(row)
+        if not failed and out is None and reference is None:
             unscored[f"reference/{row.sample_id}"] = "no cached score"
-        if row.status == "ok" and reply is None:
+        if row.status == "ok" and out is None and reply is None:
             # a reply that exists but has no score is not silence: leave the sample out
             unscored[f"reply/{row.sample_id}"] = "no cached score"
             reference = None
@@ -115,6 +133,7 @@ def sample_scores(
                 reference=reference,
                 reply=reply,
                 failed=failed,
+                out_reason=out,
             )
         )
     return samples, unscored

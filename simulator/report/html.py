@@ -16,6 +16,7 @@ from simulator.report.tables import (
     group_notes,
     leaderboard_rows,
     method_line,
+    out_of_n_notes,
 )
 
 __all__ = ["html_report"]
@@ -72,6 +73,7 @@ def _group_html(group: Group, number: int, plots: Sequence[Path]) -> list[str]:
         f"<h2>{html.escape(group.title)}</h2>",
         "".join(f'<p class="warn">{html.escape(n)}</p>' for n in group_notes(group)),
         _table(HEADERS, leaderboard_rows(group.reports), f"leaderboard-{number}"),
+        "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(group.reports)),
         "<h3>Match rate by emotion</h3>",
         _table(["emotion", *runs], _per_emotion_rows(group.reports), f"by-emotion-{number}"),
         "<h3>Match rate by language</h3>",

@@ -40,7 +40,8 @@ HEADERS = [
     "ref",
     "N",
     "reply rate",
-    "latency p50 ms",
+    "latency p50 ms (n)",
+    "timing valid",
     "failed",
 ]
 
@@ -75,7 +76,8 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
                 _num(m.ref_score),
                 str(m.n),
                 _pct(m.reply_rate),
-                _num(r.timing.latency_p50_ms, "{:.0f}"),
+                f"{_num(r.timing.latency_p50_ms, '{:.0f}')} ({r.timing.latency_n})",
+                f"{r.timing.timing_valid}/{r.timing.samples - r.timing.failed}",
                 str(m.n_failed),
             ]
         )
@@ -94,6 +96,18 @@ def group_notes(group: Group) -> list[str]:
         )
     if any("[" in r.model for r in group.reports):
         notes.append(FLAGGED)
+    return notes
+
+
+def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
+    """Per run: N, and every sample out of it by reason (none is dropped without a word), and
+    the replies cut short that are in it."""
+    notes = []
+    for r in ranked(reports):
+        out = r.metrics.out_of_n
+        reasons = ", ".join(f"{reason} {len(ids)}" for reason, ids in out.items()) or "none"
+        truncated = f"; {r.timing.truncated} replies truncated" if r.timing.truncated else ""
+        notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}")
     return notes
 
 
@@ -128,6 +142,8 @@ def _terminal_group(group: Group, number: int, total: int) -> list[str]:
         *group_notes(group),
         "",
         render_table(HEADERS, leaderboard_rows(group.reports)),
+        "",
+        *out_of_n_notes(group.reports),
         "",
         "match rate by emotion (N):",
         render_table(["emotion", *runs], _per_emotion_rows(group.reports)),
@@ -174,6 +190,7 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[st
         parts += [f"## {group.title}", ""]
         parts += [f"> **{n}**" for n in group_notes(group)] + [""]
         parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports)), ""]
+        parts += [*(f"- {n}" for n in out_of_n_notes(group.reports)), ""]
         parts += ["### Match rate by emotion", ""]
         parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
         parts += ["### Match rate by language", ""]
