@@ -19,6 +19,7 @@ from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
 from clients.wsinbox import StampedConnection
 from clients.wswrite import send_message
 from simulator.core.errors import ConnectError, Disconnected, SessionError
+from simulator.core.redact import redact
 
 __all__ = ["StampedConnection", "WebSocketClient", "close_text", "message_size"]
 
@@ -189,5 +190,4 @@ class WebSocketClient(DuplexClient):
         return self._ws
 
     def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+        return redact(text, (self.config.api_key,))

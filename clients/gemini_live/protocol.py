@@ -35,6 +35,7 @@ from clients.gemini_live.errors import api_error, close_error, close_text
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -210,7 +211,7 @@ class ClientProtocol:
         return api_error(err.code, err.status, self._redact(err.message))
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return redact(text, (self._secret,))
 
 
 # --- fake server ---------------------------------------------------------------------------
