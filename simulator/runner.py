@@ -33,6 +33,7 @@ from simulator import __version__
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.errors import ConfigError
+from simulator.core.names import check_name
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
@@ -40,6 +41,7 @@ from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import remove_unfinished, write_bundle
+from simulator.runlock import run_lock
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -72,6 +74,9 @@ class RunOptions:
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
 
     @property
     def run_dir(self) -> Path:
@@ -231,6 +236,14 @@ async def execute_run(
     client_class(profile.protocol)  # unknown protocol fails before anything starts
     if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
+    _check_writable(opts.run_dir)
+    with run_lock(opts.run_dir, opts.run_id, opts.shard):
+        return await _execute_locked(bench, profile, opts, progress)
+
+
+async def _execute_locked(
+    bench: Benchmark, profile: ModelProfile, opts: RunOptions, progress: Progress | None
+) -> list[ResultRow]:
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from simulator import eventloop
-from simulator.cli.run_cmd import add_session_arguments, run_options
+from simulator.cli.run_cmd import add_outside_paths_argument, add_session_arguments, run_options
 from simulator.cli.score_cmd import (
     add_scorer_arguments,
     report_runs,
@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="comma-separated behaviours (default echo,neutral,silent)",
     )
     p.add_argument("--benchmark", type=Path, default=DEMO_BENCHMARK)
+    add_outside_paths_argument(p)
     p.add_argument("--limit", type=int, help="only the first N samples")
     p.add_argument("--run-prefix", help="run ids become PREFIX-BEHAVIOUR (default demo-<time>)")
     p.add_argument("--no-score", action="store_true", help="skip scoring and the leaderboard")
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _demo(args: argparse.Namespace) -> int:
     if not args.no_score:
         resolve_scorer_name(args)  # a scoring flag that does not fit fails now, not after the run
-    bench = load_benchmark(args.benchmark)
+    bench = load_benchmark(args.benchmark, allow_outside=args.allow_outside_paths)
     if args.limit is not None:
         if args.limit < 1:
             raise ConfigError("--limit must be at least 1")

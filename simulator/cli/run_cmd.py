@@ -23,6 +23,14 @@ from simulator.summary import render_summaries, summarise_rows
 __all__ = ["add_session_arguments", "register", "session_settings"]
 
 
+def add_outside_paths_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="let manifest audio paths lead outside the benchmark folder (absolute, '..', symlinks)",
+    )
+
+
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("session")
     g.add_argument("--concurrency", type=int, default=8, help="sessions at once (default 8)")
@@ -60,6 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
+    add_outside_paths_argument(p)
     p.add_argument(
         "--url",
         help="override the profile's endpoint, e.g. a local serve-model fake "
@@ -120,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     profile = resolve_model(args.model)
     if args.url:
         profile = dataclasses.replace(profile, url=args.url)
-    bench = load_benchmark(args.benchmark)
+    bench = load_benchmark(args.benchmark, allow_outside=args.allow_outside_paths)
     shard = parse_shard(args.shard) if args.shard else None
     opts = run_options(args, args.run_id or default_run_id(profile), shard)
     if args.monitor:
