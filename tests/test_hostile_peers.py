@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from clients.base import ClientConfig
 from clients.moshi import events as moshi_wire
 from clients.registry import client_class
+from scoring.service import wire
 from simulator.core.benchmark import load_benchmark
 from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
@@ -29,6 +31,15 @@ from simulator.runner import RunOptions, execute_run
 from simulator.session import SessionSettings, run_session
 from tests import hostile
 from tests.conftest import voiced_signal
+from tests.test_scoring_service import (
+    RawClient,
+    TinyScorer,
+    clip,
+    running_broker,
+    running_worker,
+    wait_until,
+    worker_count,
+)
 
 KEY = "sk-hostile-0123456789abcdef"
 PROTOCOLS = ["pcm-ws", "openai-realtime", "gemini-live", "moshi"]
@@ -264,3 +275,37 @@ async def test_a_model_running_ahead_within_the_margin_is_heard_in_full() -> Non
         out = await session("pcm-ws", url)
     assert out.status == "ok", out.error
     assert out.timing is not None and out.timing.duration_s == pytest.approx(3.0, abs=0.1)
+
+
+# --- case 2: one bad scoring frame must not stop the broker ----------------------------------
+
+
+def test_the_broker_drops_deep_and_huge_frames_and_serves_everyone_else() -> None:
+    nested = hostile.deep(5000).encode()[: wire.MAX_HEADER_BYTES]
+    peers: list[RawClient] = []
+
+    def raw(endpoint: str) -> RawClient:
+        peers.append(RawClient(endpoint))
+        return peers[-1]
+
+    with (
+        running_broker() as broker,
+        running_worker(broker.backend, {"tiny": TinyScorer()}),
+        contextlib.ExitStack() as closing,
+    ):
+        closing.callback(lambda: [p.close() for p in peers])
+        wait_until(lambda: worker_count(broker) == 1, what="worker")
+        client = raw(broker.frontend)
+        good = wire.encode_request("fine", "tiny", clip(0.3), time.time() + 10)
+        client.send([wire.VERSION, nested, good[2]])
+        client.send([wire.VERSION, b'{"id": ' + hostile.HUGE.encode() + b"}", good[2]])
+        # a peer on the workers' side: a READY nested 5000 deep, then one with a huge number
+        peer = raw(broker.backend)
+        peer.send([wire.VERSION, b"READY", nested])
+        peer.send([wire.VERSION, b"READY", b'{"capacity": ' + hostile.HUGE.encode() + b"}"])
+        errors = client.replies(2, timeout_s=5)
+        wait_until(lambda: broker.stats.bad_worker_messages == 2, what="bad READYs counted")
+        client.send(good)
+        [fine] = client.replies(1, timeout_s=5)
+    assert [(r.ok, r.code) for r in errors] == [(False, "bad-request")] * 2
+    assert fine.ok and broker.stats.rejected == 2
