@@ -38,6 +38,7 @@ from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
+from simulator.lifeline import watch_owner
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import remove_unfinished, write_bundle
@@ -134,8 +135,16 @@ def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
     workers = max(1, (os.cpu_count() or 2) - 1)
     context = multiprocessing.get_context("forkserver")
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=yield_to_pacing
+        max_workers=workers,
+        mp_context=context,
+        initializer=_start_pool_worker,
+        initargs=(os.getpid(),),
     )
+
+
+def _start_pool_worker(owner_pid: int) -> None:
+    watch_owner(owner_pid)  # a worker outlives a killed run otherwise (and keeps the forkserver)
+    yield_to_pacing()
 
 
 def yield_to_pacing() -> None:
