@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from simulator.core.audio import resample, write_audio
+from simulator.core.errors import StorageError
 from simulator.session import SessionOutcome
 
 __all__ = [
@@ -80,8 +81,11 @@ def outcome_summary(outcome: SessionOutcome) -> dict[str, Any]:
 
 def write_bundle(folder: Path, outcome: SessionOutcome, meta: dict[str, Any]) -> Path:
     """Write the bundle for one session into ``folder`` (replacing an older attempt atomically)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
+    except OSError as exc:
+        raise StorageError(folder.parent, exc) from None
     try:
         _write_audio_files(tmp, outcome)
         with open(tmp / "events.jsonl", "w", encoding="utf-8") as fh:
@@ -97,8 +101,10 @@ def write_bundle(folder: Path, outcome: SessionOutcome, meta: dict[str, Any]) ->
         }
         (tmp / "meta.json").write_text(json.dumps(full, indent=2, default=str), encoding="utf-8")
         _swap_into_place(tmp, folder)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):  # a full or read-only disk: one line with the path
+            raise StorageError(exc.filename or folder, exc) from None
         raise
     return folder
 

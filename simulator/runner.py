@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -32,7 +33,7 @@ from clients.registry import client_class
 from simulator import __version__
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
 from simulator.core.names import check_name
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
@@ -120,7 +121,10 @@ class _Writer:
 
     def _put(self, row: ResultRow) -> None:
         with self.lock:
-            self.store.put(row)
+            try:
+                self.store.put(row)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
 
 
 def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:

@@ -148,11 +148,31 @@ def read_results(run_dir: Path) -> tuple[dict[str, Any], list[ResultRow]]:
     meta: dict[str, Any] = {}
     rows: dict[str, ResultRow] = {}
     for file in files:
-        store = RunStore(file)
+        db = _open_for_reading(file)
         try:
-            meta = meta or store.meta()
-            for row in store.rows():
+            if not meta:
+                meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM run_meta")}
+            cur = db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
+            for values in cur:
+                row = ResultRow(*values)
                 rows[row.sample_id] = row
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{file}: cannot read run results ({exc})") from None
         finally:
-            store.close()
+            db.close()
     return meta, sorted(rows.values(), key=lambda r: r.sample_id)
+
+
+def _open_for_reading(path: Path) -> sqlite3.Connection:
+    """A connection that only reads, and works on read-only media too: there a WAL database
+    cannot make its shared-memory file, and is read as immutable instead."""
+    uri = path.resolve().as_uri()
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+        db.execute("SELECT 1 FROM run_meta LIMIT 1")
+        return db
+    except sqlite3.Error:
+        try:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{path}: cannot open run results ({exc})") from None

@@ -128,6 +128,16 @@ async def test_garbage_fails_the_session_as_protocol(protocol: str, value: str) 
     assert "\n" not in out.error and len(out.error) < 400
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_oversized_message_fails_the_session_as_protocol(protocol: str) -> None:
+    size = client_class(protocol).max_message + 1
+    huge = b"\x01" + bytes(size) if protocol == "moshi" else "x" * size
+    async with hostile_server(protocol, sending(huge)) as url:
+        out = await session(protocol, url)
+    assert (out.status, out.end_reason, out.retryable) == ("failed", "protocol", False), out.error
+    assert "1009" in out.error
+
+
 async def test_a_run_goes_on_past_a_server_that_sends_garbage(
     tmp_path: Path, make_benchmark: Callable[..., Path]
 ) -> None:

@@ -96,6 +96,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("duplexsim: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a full or read-only disk, a missing folder: the path and the cause
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"duplexsim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if args.debug:
             raise

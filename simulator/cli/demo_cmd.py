@@ -72,7 +72,7 @@ def _demo(args: argparse.Namespace) -> int:
     run_dirs = [args.runs_dir / f"{prefix}-{b}" for b in behaviours]
     if not args.no_score:
         print()
-        print(eventloop.run(score_runs(args, run_dirs)))
+        print(eventloop.run(score_runs(args, run_dirs))[0])
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)
