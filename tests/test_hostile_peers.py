@@ -101,7 +101,7 @@ def sending(*messages: str | bytes, close_reason: str | None = None) -> Script:
 
 
 async def session(protocol: str, url: str, context_s: float = 1.0) -> Any:
-    client = client_class(protocol)(ClientConfig(url=url, api_key=KEY, connect_timeout_s=5.0))
+    client = client_class(protocol)(ClientConfig(url=url, api_key=KEY, connect_timeout_s=15.0))
     return await run_session(client, np.zeros(int(context_s * 16000), np.float32), SETTINGS)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulator.cli.run_cmd import add_outside_paths_argument
+from simulator.cli.options import add_outside_paths_argument
 from simulator.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.emotions import EMOTIONS
@@ -241,7 +241,7 @@ def _open_scoring(args: argparse.Namespace) -> Scoring:
     return open_scoring(
         args.endpoint,
         server_public_key=str(args.server_key) if args.server_key else None,
-        device=args.device,
+        device=args.torch_device,
         model_path=args.model_path,
         precision=args.precision,
         factory=load_factory(args.factory) if args.factory else None,
