@@ -359,3 +359,54 @@ def test_profiles(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None
         assert "\n" not in str(exc)
         return
     assert "/" not in profile.name and "\n" not in profile.name
+
+
+# --- freeze-omni: Engine.IO / Socket.IO frames ------------------------------------------------
+
+_SIO_EVENTS: list[Any] = [
+    ["stop_tts"],
+    ["audio", {"_placeholder": True, "num": 0}],
+    ["prompt_success"],
+    ["too_many_users"],
+    ["audio", json.dumps({"audio": [0, 1], "sample_rate": 16000})],
+]
+
+
+def _sio_frames() -> st.SearchStrategy[str | bytes]:
+    body = hostile.hostile_text(_SIO_EVENTS, ("_placeholder", "num", "audio", "sample_rate"))
+    prefix = st.sampled_from(["42", "451-", "4" + hostile.HUGE[:3] + "-", "452²-", "0", "40", "44"])
+    return st.one_of(
+        st.tuples(prefix, body).map("".join),
+        st.binary(max_size=16),
+        st.text(max_size=20),
+        st.sampled_from(["2", "3", "1", "41", "45" + hostile.HUGE + "-[]"]),
+    )
+
+
+def _ready_freeze_omni() -> Any:
+    from clients.freeze_omni import sio
+    from clients.freeze_omni.protocol import ClientProtocol as FreezeOmniClient
+
+    proto = FreezeOmniClient()
+    opening = [
+        *sio.encode(sio.Open("s", 25000, 20000, 1_000_000)),
+        *sio.encode(sio.Connect({"sid": "x"})),
+        *sio.encode(sio.Event("stop_tts")),
+    ]
+    for frame in opening:
+        proto.handshake(frame)
+    assert proto.ready
+    return proto
+
+
+@FAST
+@given(st.lists(_sio_frames(), min_size=1, max_size=3))
+def test_freeze_omni_frames(frames: list[str | bytes]) -> None:
+    from clients.freeze_omni.protocol import ClientProtocol as FreezeOmniClient
+
+    ready, opening = _ready_freeze_omni(), FreezeOmniClient()
+    for frame in frames:
+        with contextlib.suppress(SessionError):
+            ready.receive(frame, 1.0)
+        with contextlib.suppress(SessionError):
+            opening.handshake(frame)
