@@ -436,7 +436,7 @@ async def run_session(
             await _stream(s)
     except SessionError as exc:
         error = exc
-    except (ValueError, TypeError, KeyError, IndexError, RecursionError, UnicodeError) as exc:
+    except (ValueError, TypeError, LookupError, RecursionError) as exc:
         # whatever a server's bytes make of a decoder that missed them: this session's failure,
         # never the run's
         what = f"{type(exc).__name__}: {str(exc)[:200]}"

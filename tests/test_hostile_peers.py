@@ -319,3 +319,56 @@ def test_the_broker_drops_deep_and_huge_frames_and_serves_everyone_else() -> Non
         [fine] = client.replies(1, timeout_s=5)
     assert [(r.ok, r.code) for r in errors] == [(False, "bad-request")] * 2
     assert fine.ok and broker.stats.rejected == 2
+
+
+# --- the pure pieces: redaction and the intake bounds ----------------------------------------
+
+
+def test_redact_replaces_the_key_and_anything_shaped_like_one() -> None:
+    from simulator.core.redact import redact
+
+    said = (
+        f"bad key {KEY}; as sent: {KEY.replace('-', '%2D')}... wss://h/x?key=AIzaSECRET&alt=1 "
+        "Authorization: Bearer tok.en-123 other: sk-proj-abcdefghijklmnop AIza" + "x" * 35
+    )
+    out = redact(said, (KEY, None, "ab"))
+    for secret in (KEY, "AIzaSECRET", "tok.en-123", "sk-proj-abcdefghijklmnop", "x" * 35):
+        assert secret not in out
+    assert "alt=1" in out and "bad key ***" in out
+    assert redact("a risk-free task-list", ("ab",)) == "a risk-free task-list"
+
+
+def test_intake_allows_the_margin_and_no_more() -> None:
+    from simulator.core.errors import ProtocolError
+    from simulator.core.intake import MESSAGE_BURST, MESSAGE_RATE, TEXT_BUDGET, Intake
+
+    intake = Intake(rate=100, max_ahead_s=30.0)
+    intake.audio(3000, arrival_s=0.0, placed_end_s=30.0)  # a whole reply at once: allowed
+    with pytest.raises(ProtocolError, match="ahead of real time"):
+        intake.audio(1, arrival_s=0.0, placed_end_s=30.01)
+    later = Intake(rate=100, max_ahead_s=30.0)
+    later.audio(3000, arrival_s=5.0, placed_end_s=5.0)
+    with pytest.raises(ProtocolError, match=r"reaching 36\.0 s"):  # placed past arrival + 30 s
+        later.audio(100, arrival_s=5.0, placed_end_s=36.0)
+    messages = Intake(rate=100, max_ahead_s=30.0)
+    for _ in range(MESSAGE_BURST + MESSAGE_RATE):
+        messages.message(1.0)
+    with pytest.raises(ProtocolError, match="messages"):
+        messages.message(1.0)
+    text = Intake(rate=100, max_ahead_s=30.0)
+    text.text(TEXT_BUDGET)
+    with pytest.raises(ProtocolError, match="characters"):
+        text.text(1)
+
+
+async def test_what_a_decoder_missed_fails_only_that_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(text: str) -> Any:
+        raise KeyError("a decoder bug a server's bytes found")
+
+    monkeypatch.setattr("clients.pcm_ws.events.decode", broken)
+    async with hostile_server("pcm-ws", sending(json.dumps({"type": "end_of_turn"}))) as url:
+        out = await session("pcm-ws", url)
+    assert (out.status, out.end_reason, out.retryable) == ("failed", "protocol", False)
+    assert "could not handle what the server sent (KeyError" in out.error
