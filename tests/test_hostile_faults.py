@@ -109,6 +109,21 @@ def test_a_full_disk_ends_a_run_in_one_line_and_the_resume_completes(tmp_path: P
         assert [s for _, s in rows(tiny / "full")] == ["ok"] * 3
 
 
+def test_a_full_disk_ends_a_build_in_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_benchmark_build import FACTORY, corpus
+
+    listing = corpus(tmp_path / "calls")
+    with tmpfs(tmp_path / "tiny", "120k") as tiny:
+        out = tiny / "bench"
+        argv = ["benchmark", "build", str(listing), "--out", str(out), "--quiet", *FACTORY]
+        assert main([*argv, "--audio-format", "wav"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "No space left on device" in err and str(tiny) in err
+        assert list(tiny.iterdir()) == []  # neither a half benchmark nor its temporary folder
+
+
 def test_audio_on_a_full_disk_names_the_file_injected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
