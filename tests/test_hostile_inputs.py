@@ -161,3 +161,31 @@ def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_a_second_run_on_the_same_run_id_is_refused_at_once(
+    tmp_path: Path, make_benchmark: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = make_benchmark(n=4)
+    argv = [
+        "run", "--model", "fake:silent", "--benchmark", str(bench),
+        "--runs-dir", str(tmp_path / "runs"), "--run-id", "same", "--quiet",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "simulator", *argv, "--concurrency", "1"],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        lock = tmp_path / "runs" / "same" / ".writer.lock"
+        deadline = time.monotonic() + 30
+        while not (lock.exists() and lock.read_text().strip()):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"run 'same' is being written by another process (pid {first.pid})" in err
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(30)
