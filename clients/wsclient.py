@@ -18,7 +18,8 @@ from websockets.http11 import Response
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
 from clients.wsinbox import StampedConnection
 from clients.wswrite import send_message
-from simulator.core.errors import ConnectError, Disconnected, SessionError
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from simulator.core.redact import redact
 
 __all__ = ["StampedConnection", "WebSocketClient", "close_text", "message_size"]
 
@@ -30,6 +31,9 @@ def message_size(message: str | bytes) -> int:
 _DEFAULT_STALL_S = 20.0  # websockets' own ping timeout
 # websockets' close reason when a ping goes unanswered
 _KEEPALIVE_TIMEOUT = "keepalive ping timeout"
+# close codes websockets sends when the peer's frames are at fault: protocol error, invalid
+# data (bad UTF-8 in a text frame), message too big
+_SERVER_FAULTS = frozenset({1002, 1007, 1009})
 
 
 def close_text(exc: ConnectionClosed) -> str:
@@ -118,6 +122,9 @@ class WebSocketClient(DuplexClient):
             return Disconnected(
                 f"server answered no ping for {self._stall_s:.1f} s (stalled)", reason="stalled"
             )
+        if exc.rcvd is None and sent is not None and sent.code in _SERVER_FAULTS:
+            # we closed because of what the server sent: an oversized or broken frame
+            return ProtocolError(f"server broke the WebSocket protocol: {close_text(exc)}")
         return self.closed_error(exc)
 
     @abstractmethod
@@ -189,5 +196,4 @@ class WebSocketClient(DuplexClient):
         return self._ws
 
     def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+        return redact(text, (self.config.api_key,))
