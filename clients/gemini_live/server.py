@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
 from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults, Rejection
 from clients.gemini_live.protocol import PATHS, ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -39,7 +39,7 @@ async def start_server(
     faults = faults or Faults()
     admission = _QuotaAdmission(faults)
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         quota = admission.take_quota()
         protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
         outbox = DelayedOutbox(ws, faults.extra_latency_s)
