@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
@@ -77,9 +78,11 @@ async def serve_websockets(
     faults: Faults | None = None,
     path: str = "",
     check: RequestCheck | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Start a WebSocket server whose handshakes go through ``faults.admit``, then ``check``
-    (which may refuse one with a Response)."""
+    (which may refuse one with a Response); wss:// with ``ssl_context`` (SDKs that insist on
+    TLS, as python-genai's live client does, can then be pointed at a fake)."""
     faults = faults or Faults()
 
     def process_request(connection: WsConnection, request: Request) -> Response | None:
@@ -92,10 +95,16 @@ async def serve_websockets(
 
     # close_timeout is short because a stalled connection never answers a close
     server = await serve(
-        handler, host, port, check=process_request, close_timeout=1.0, max_size=MAX_MESSAGE
+        handler,
+        host,
+        port,
+        check=process_request,
+        close_timeout=1.0,
+        max_size=MAX_MESSAGE,
+        ssl_context=ssl_context,
     )
     shown = f"[{host}]" if ":" in host else host
-    url = f"ws://{shown}:{server.port}{path}"
+    url = f"{'wss' if ssl_context else 'ws'}://{shown}:{server.port}{path}"
     return RunningServer(host, server.port, url, server.aclose)
 
 

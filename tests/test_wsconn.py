@@ -4,7 +4,6 @@ our own asyncio protocol, checked against websockets' own asyncio peers and agai
 from __future__ import annotations
 
 import asyncio
-import ssl
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from clients.wsconn import READ_BUFFER, WsConnection
 from clients.wsopen import connect, serve
 from simulator.core.errors import ProtocolError
+from tests.conftest import self_signed_tls
 
 
 async def test_send_writes_in_order_and_reports_a_closed_connection() -> None:
@@ -163,7 +163,7 @@ async def test_server_speaks_to_websockets_own_client_and_closes_it_on_shutdown(
 async def test_messages_of_every_size_arrive_whole_over_tcp_and_tls(tls: bool, tmp_path) -> None:
     """Reads go through one shared buffer, plain and under TLS: messages of every size, larger
     than the buffer too, arrive whole and in order on both ends (our client and our server)."""
-    server_tls, client_tls = _self_signed_tls(tmp_path) if tls else (None, None)
+    server_tls, client_tls = self_signed_tls(tmp_path) if tls else (None, None)
     rng = np.random.default_rng(7)
     sizes = [1, 640, 70_000, READ_BUFFER + 12_345, 3 * READ_BUFFER, 5]
     payloads = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
@@ -186,49 +186,3 @@ async def test_messages_of_every_size_arrive_whole_over_tcp_and_tls(tls: bool, t
         await server.aclose()
     assert [len(g) for g in got] == sizes
     assert got == payloads
-
-
-def _self_signed_tls(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """A server context with a fresh self-signed certificate for 127.0.0.1, and a client
-    context that trusts it."""
-    crypto = pytest.importorskip("cryptography")
-    del crypto
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_pem = tmp_path / "cert.pem"
-    key_pem = tmp_path / "key.pem"
-    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_pem.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(cert_pem, key_pem)
-    client = ssl.create_default_context(cafile=str(cert_pem))
-    return server, client

@@ -9,6 +9,7 @@ attempts are let through the upgrade and closed that way once their setup arrive
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Callable
 
 from websockets.exceptions import ConnectionClosed
@@ -29,12 +30,14 @@ async def start_server(
     port: int = 0,
     faults: Faults | None = None,
     api_key: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve the Gemini Live API; each connection gets a fresh 16 kHz behaviour.
 
     ``api_key``: the one key accepted (x-goog-api-key header or ``key=`` query); a wrong or
     missing key closes with 1008. None accepts any key and none (``serve-model`` and ``fake:``
-    models run it that way: they have no key).
+    models run it that way: they have no key). ``ssl_context`` serves wss:// (python-genai
+    connects with TLS only).
     """
     faults = faults or Faults()
     admission = _QuotaAdmission(faults)
@@ -52,7 +55,9 @@ async def start_server(
         finally:
             outbox.cancel()
 
-    return await serve_websockets(handler, host=host, port=port, faults=admission, path=PATHS[0])
+    return await serve_websockets(
+        handler, host=host, port=port, faults=admission, path=PATHS[0], ssl_context=ssl_context
+    )
 
 
 class _QuotaAdmission(Faults):
