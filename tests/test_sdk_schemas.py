@@ -285,3 +285,43 @@ def test_a_schema_change_names_the_message_and_field() -> None:
     moved = json.dumps({"realtimeInput": {"audio": {"data": pcm, "mime": "audio/pcm"}}})
     with pytest.raises(AssertionError, match=r"realtimeInput.*mime"):
         check_genai([moved], LiveClientMessage)
+
+
+def test_openai_webrtc_channel_messages_parse_as_the_sdks_events() -> None:
+    """The data channel carries the same events: our WebRTC client's and the fake call's."""
+    pytest.importorskip("aiortc")
+    from openai.types.realtime import RealtimeClientEvent, RealtimeServerEvent
+
+    from clients.openai_webrtc.protocol import (
+        ClientProtocol,
+        SendEvent,
+        ServerProtocol,
+        WebRTCOptions,
+    )
+
+    for opts in ({}, {"turn_detection": "none"}):
+        client = ClientProtocol(WebRTCOptions.from_options(dict(opts)))
+        server = ServerProtocol(behaviour_factory("echo"), rate=24000)
+        sent: list[str] = []
+        got: list[str] = []
+
+        def deliver(actions: list[Any], got: list[str] = got) -> None:
+            got.extend(a.text for a in actions if isinstance(a, SendEvent))
+
+        deliver(server.open())
+        for reply in client.receive_handshake(got[0]):
+            sent.append(reply)
+            deliver(server.receive_text(reply))
+        client.receive_handshake(got[-1])
+        assert client.ready
+        for chunk in turn(24000):
+            deliver(server.receive_audio(chunk))
+        for message in client.commit_messages():
+            sent.append(message)
+            deliver(server.receive_text(message))
+        for chunk in turn(24000, 0.0, 3.0):
+            deliver(server.receive_audio(chunk))
+        check_openai(sent, RealtimeClientEvent)
+        kinds = check_openai(got, RealtimeServerEvent)
+        assert {"output_audio_buffer.started", "output_audio_buffer.stopped"} <= kinds
+        assert "response.done" in kinds
