@@ -208,18 +208,17 @@ def test_audio_transcript_and_turn_complete_in_one_message_keep_their_order() ->
     audio, said, end = ready_client().receive(body, 2.0)
     assert isinstance(audio, AudioOut) and audio.arrival == 2.0
     assert np.array_equal(audio.samples, pcm16_to_float(PCM))
-    assert (said, end) == (Transcript("ok", 2.0), EndOfTurn(2.0 + 5 / OUT_RATE))  # after playout
+    assert (said, end) == (Transcript("ok", 2.0), EndOfTurn(2.0))
 
 
-def test_end_of_turn_is_stamped_no_earlier_than_the_end_of_playout() -> None:
+def test_end_of_turn_is_stamped_with_its_arrival_only() -> None:
+    # playout is the session's OutputTrack's business: a burst's turnComplete carries its arrival
     proto = ready_client()
     chunk = wire.encode_server([wire.ModelAudio(bytes(2 * 960))])  # 40 ms at 24 kHz
     for _ in range(25):  # a 1 s reply, all of it arriving at t = 10 s
         proto.receive(chunk, 10.0)
     [end] = proto.receive(wire.encode_server([wire.TurnComplete()]), 10.01)
-    assert end == EndOfTurn(pytest.approx(11.0))
-    [late] = proto.receive(wire.encode_server([wire.TurnComplete()]), 12.0)
-    assert late == EndOfTurn(12.0)
+    assert end == EndOfTurn(10.01)
 
 
 def test_go_away_is_recorded_and_makes_the_close_a_disconnect() -> None:

@@ -1,10 +1,9 @@
 """The Gemini Live protocol without I/O: messages in, events or messages out; no sockets, no clock.
 
 ``ClientProtocol`` builds the client's messages and turns server messages into ``clients.base``
-events stamped with the arrival time it is given (``errors`` maps closes and refusals). Model
-audio arrives faster than real time, so it also keeps the listener's playout clock (each chunk
-plays at max(arrival, end of the previous one), as the session places it) and stamps EndOfTurn
-no earlier than the end of playout: a turn is over when its audio has played.
+events stamped with the arrival time it is given and nothing else (``errors`` maps closes and
+refusals). Model audio arrives faster than real time: the session places it on its timeline
+(``OutputTrack``) and ends the turn once what was placed has played.
 ``ServerProtocol`` drives a reference behaviour for the fake server, answering each client message
 with ``Action``s.
 """
@@ -120,7 +119,6 @@ class ClientProtocol:
         self.went_away: wire.GoAway | None = None
         self._secret = secret
         self._activity = "before"  # VAD off: "before" the user's turn, "open", then "closed"
-        self._playout_end = -math.inf  # clock time when the audio received so far has played
 
     @property
     def manual(self) -> bool:
@@ -180,10 +178,7 @@ class ClientProtocol:
             case wire.ModelAudio(pcm=pcm, rate=rate):
                 if rate != OUTPUT_RATE:
                     raise ProtocolError(f"model audio at {rate} Hz; expected {OUTPUT_RATE}")
-                samples = pcm16_to_float(pcm)
-                start = max(arrival, self._playout_end)  # as the session's OutputTrack places it
-                self._playout_end = start + samples.size / OUTPUT_RATE
-                return [AudioOut(samples, arrival)]
+                return [AudioOut(pcm16_to_float(pcm), arrival)]
             case wire.OutputTranscription(text=text, finished=finished):
                 return [Transcript(text, arrival, finished)] if text or finished else []
             case wire.Interrupted():
@@ -191,9 +186,9 @@ class ClientProtocol:
                 return [SpeechStarted(arrival)]
             case wire.TurnComplete():
                 # Not generationComplete: that only says generation is done. turnComplete ends
-                # the turn (the server may hold it until real-time playback is over); stamped no
-                # earlier than the end of playout, since the audio came faster than real time.
-                return [EndOfTurn(max(arrival, self._playout_end))]
+                # the turn (the server may hold it until real-time playback is over); the
+                # session ends the reply no earlier than the end of what it placed
+                return [EndOfTurn(arrival)]
             case wire.GoAway(time_left=left):
                 self.went_away = part
                 soon = Disconnected(f"server sent goAway (time left {left or 'unknown'})")
