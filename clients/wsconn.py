@@ -81,8 +81,9 @@ class WsConnection(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.opened: asyncio.Future[None] = self.loop.create_future()  # handshake answered
         self._lost: asyncio.Future[None] = self.loop.create_future()
-        self._timers: list[asyncio.TimerHandle] = []
-        self._pong_at = 0.0  # when the last pong came
+        # one of each at a time: the next ping, the wait for its pong, the cut-off after a close
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._unanswered: float | None = None  # when the oldest ping not answered was sent
         self._closing = False  # the TCP connection is due to close
         self._discarding = False  # ``close`` was called: what still comes is not kept
 
@@ -108,7 +109,7 @@ class WsConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.protocol.receive_eof()  # idempotent: the state is now CLOSED
-        for timer in self._timers:
+        for timer in self._timers.values():
             timer.cancel()
         if not self.opened.done():
             self.opened.set_exception(ConnectionError("connection lost during the handshake"))
@@ -150,7 +151,7 @@ class WsConnection(asyncio.BufferedProtocol):
 
     def _frame(self, frame: Frame) -> bool:
         if frame.opcode is Opcode.PONG:
-            self._pong_at = self.loop.time()
+            self._unanswered = None
         if frame.opcode not in DATA_OPCODES or self._discarding:
             return False  # control frames are websockets'; ``close`` no longer reads data
         return self._inbox.add(frame, self._read_at)
@@ -270,7 +271,7 @@ class WsConnection(asyncio.BufferedProtocol):
         if self.protocol.close_expected() and not self._closing:
             # the peer closes TCP after the closing handshake; one that never does is cut off
             self._closing = True
-            self._timers.append(self.loop.call_later(self.close_timeout, self._abort))
+            self._timers["close"] = self.loop.call_later(self.close_timeout, self._abort)
 
     def _abort(self) -> None:
         if self.transport is not None and not self._lost.done():
@@ -280,22 +281,31 @@ class WsConnection(asyncio.BufferedProtocol):
 
     def start_keepalive(self) -> None:
         if self.ping_interval is not None:
-            self._timers.append(self.loop.call_later(self.ping_interval, self._ping))
+            self._timers["ping"] = self.loop.call_later(self.ping_interval, self._ping)
 
     def _ping(self) -> None:
         if self.protocol.state is not State.OPEN:
             return
         self.protocol.send_ping(os.urandom(4))
         self.flush()
-        sent = self.loop.time()
-        if self.ping_timeout is not None:
-            self._timers.append(self.loop.call_later(self.ping_timeout, self._pong_due, sent))
+        if self._unanswered is None:
+            self._unanswered = self.loop.time()
+            if self.ping_timeout is not None and "pong" not in self._timers:
+                due = self._unanswered + self.ping_timeout
+                self._timers["pong"] = self.loop.call_at(due, self._pong_due)
         assert self.ping_interval is not None
-        self._timers.append(self.loop.call_later(self.ping_interval, self._ping))
+        self._timers["ping"] = self.loop.call_later(self.ping_interval, self._ping)
 
-    def _pong_due(self, sent: float) -> None:
-        # a pong answers every ping sent before it
-        if self._pong_at >= sent or self.protocol.state is not State.OPEN:
+    def _pong_due(self) -> None:
+        """The oldest ping not answered has had ``ping_timeout``: fail; or check again when the
+        one now oldest will have had it (a pong answers every ping sent before it)."""
+        del self._timers["pong"]
+        if self._unanswered is None or self.protocol.state is not State.OPEN:
+            return
+        assert self.ping_timeout is not None
+        due = self._unanswered + self.ping_timeout
+        if self.loop.time() < due:
+            self._timers["pong"] = self.loop.call_at(due, self._pong_due)
             return
         self.protocol.fail(1011, KEEPALIVE_TIMEOUT)
         self.flush()

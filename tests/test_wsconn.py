@@ -12,7 +12,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from clients.wsconn import READ_BUFFER, WsConnection
+from clients.wsconn import KEEPALIVE_TIMEOUT, READ_BUFFER, WsConnection
 from clients.wsopen import connect, serve
 from simulator.core.errors import ProtocolError
 from tests.conftest import self_signed_tls
@@ -157,6 +157,34 @@ async def test_server_speaks_to_websockets_own_client_and_closes_it_on_shutdown(
         with pytest.raises(ConnectionClosed) as closed:
             await asyncio.wait_for(ws.recv(), 5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+
+
+async def test_keepalive_fails_a_peer_that_stops_answering_pings() -> None:
+    """A peer that answers pings keeps the connection; one that stops reading is failed with
+    1011 "keepalive ping timeout" within a ping interval and a ping timeout."""
+    hang = asyncio.Event()
+
+    async def peer(ws: ServerConnection) -> None:
+        await hang.wait()
+        ws.transport.pause_reading()  # no more pongs: it reads nothing
+        await ws.wait_closed()
+
+    # a peer that reads nothing never sees the connection go: close_timeout ends its side
+    async with ws_serve(
+        peer, "127.0.0.1", 0, compression=None, ping_interval=None, close_timeout=0.1
+    ) as server:
+        port = server.sockets[0].getsockname()[1]
+        ws = await connect(f"ws://127.0.0.1:{port}", ping_interval=0.05, ping_timeout=0.2)
+        await asyncio.sleep(0.6)  # a dozen pings, all answered
+        assert ws.take() == [] and not ws.finished
+        hang.set()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert loop.time() - t0 < 0.05 + 0.2 + 0.2
+        assert closed.value.rcvd is None
+        assert closed.value.sent is not None and closed.value.sent.reason == KEEPALIVE_TIMEOUT
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["ws", "wss"])
