@@ -182,3 +182,45 @@ async def test_openai_sdk_creates_a_webrtc_call_with_the_fake() -> None:
             track.stop()
             await pc.close()
             await client.close()
+
+
+async def test_google_genai_live_client_against_serve_model_over_tls(tmp_path: Path) -> None:
+    """What a user does: ``serve-model --protocol gemini-live --tls-cert ... --tls-key ...`` and
+    the SDK pointed at it (its live client speaks wss:// only)."""
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    from simulator.fakes import FakeModelProcess
+
+    _, client_tls = self_signed_tls(tmp_path)
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    args = ("--tls-cert", cert, "--tls-key", key)
+    async with FakeModelProcess("gemini-live", "echo", *args) as fake:
+        assert fake.url.startswith("wss://127.0.0.1:")
+        base = "https://" + fake.url.removeprefix("wss://").split("/", 1)[0]
+        options = types.HttpOptions(base_url=base, async_client_args={"ssl": client_tls})
+        client = genai.Client(api_key="test-key", http_options=options)
+        config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+        async with client.aio.live.connect(model="gemini-3.8-live", config=config) as session:
+            for chunk in turn_chunks(16000):
+                await session.send_realtime_input(
+                    audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
+                )
+            audio, finished = await _genai_turn(session)
+    assert finished and audio > 0
+
+
+def test_serve_model_tls_needs_both_files_and_a_protocol_that_serves_it(
+    tmp_path: Path, capsys
+) -> None:
+    from simulator.cli import main
+
+    self_signed_tls(tmp_path)
+    cert = str(tmp_path / "cert.pem")
+    assert main(["serve-model", "--protocol", "gemini-live", "--tls-cert", cert]) == 2
+    assert "go together" in capsys.readouterr().err
+    args = ["--tls-cert", cert, "--tls-key", str(tmp_path / "key.pem"), "--port", "0"]
+    assert main(["serve-model", "--protocol", "pcm-ws", *args]) == 2
+    assert "does not serve TLS" in capsys.readouterr().err
+    assert main(["serve-model", "--tls-cert", cert, "--tls-key", cert]) == 2  # not a key
+    assert "cannot load" in capsys.readouterr().err

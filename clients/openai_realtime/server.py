@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import ssl
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
@@ -39,13 +40,14 @@ async def start_server(
     dialect: str = "openai",
     beta_names: bool = False,
     require_model: bool = False,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve openai-realtime; each connection gets a fresh behaviour at the session's input rate.
 
     ``dialect`` "xai" mimics xAI's Grok voice agent; ``beta_names`` sends the retired beta event
     names (``response.audio.delta`` ...) to exercise a client's aliases. ``require_model``
     refuses a handshake without ``?model=`` (HTTP 400) as OpenAI does; off by default, since
-    ``fake:`` profiles name no model.
+    ``fake:`` profiles name no model. ``ssl_context`` serves wss://.
     """
     faults = faults or Faults()
     ids = itertools.count(1)
@@ -86,7 +88,13 @@ async def start_server(
             outbox.cancel()
 
     return await serve_websockets(
-        handler, host=host, port=port, faults=faults, path=PATH, check=check
+        handler,
+        host=host,
+        port=port,
+        faults=faults,
+        path=PATH,
+        check=check,
+        ssl_context=ssl_context,
     )
 
 
