@@ -84,6 +84,7 @@ class WsConnection(asyncio.BufferedProtocol):
         # one of each at a time: the next ping, the wait for its pong, the cut-off after a close
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._unanswered: float | None = None  # when the oldest ping not answered was sent
+        self._heard = False  # bytes came in since the oldest unanswered ping was sent
         self._closing = False  # the TCP connection is due to close
         self._discarding = False  # ``close`` was called: what still comes is not kept
 
@@ -99,6 +100,7 @@ class WsConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         # copied before anything else runs: the buffer serves every connection of this thread
         self._read_at = self._clock()
+        self._heard = True
         self.protocol.receive_data(bytes(_read_buffer()[:nbytes]))
         self._process()
 
@@ -290,6 +292,7 @@ class WsConnection(asyncio.BufferedProtocol):
         self.flush()
         if self._unanswered is None:
             self._unanswered = self.loop.time()
+            self._heard = False
             if self.ping_timeout is not None and "pong" not in self._timers:
                 due = self._unanswered + self.ping_timeout
                 self._timers["pong"] = self.loop.call_at(due, self._pong_due)
@@ -303,6 +306,10 @@ class WsConnection(asyncio.BufferedProtocol):
         if self._unanswered is None or self.protocol.state is not State.OPEN:
             return
         assert self.ping_timeout is not None
+        if self._heard:
+            # the peer kept sending (its pong may sit behind a flood we have not read yet): it is
+            # alive; a flood is for the reader to judge, not a stall
+            self._unanswered, self._heard = self.loop.time(), False
         due = self._unanswered + self.ping_timeout
         if self.loop.time() < due:
             self._timers["pong"] = self.loop.call_at(due, self._pong_due)

@@ -187,6 +187,32 @@ async def test_keepalive_fails_a_peer_that_stops_answering_pings() -> None:
         assert closed.value.sent is not None and closed.value.sent.reason == KEEPALIVE_TIMEOUT
 
 
+async def test_a_peer_that_keeps_sending_is_alive_though_its_pongs_lag() -> None:
+    """Bytes heard since a ping count as a sign of life: a peer whose pongs sit behind what it
+    keeps sending (a flood, a busy loop) is not failed as hung; once it falls silent, it is."""
+    silent = asyncio.Event()
+
+    async def peer(ws: ServerConnection) -> None:
+        ws.transport.pause_reading()  # never reads our pings: no pong ever comes
+        while not silent.is_set():
+            await ws.send(b"x" * 64)
+            await asyncio.sleep(0.01)
+        await ws.wait_closed()
+
+    async with ws_serve(
+        peer, "127.0.0.1", 0, compression=None, ping_interval=None, close_timeout=0.1
+    ) as server:
+        port = server.sockets[0].getsockname()[1]
+        ws = await connect(f"ws://127.0.0.1:{port}", ping_interval=0.05, ping_timeout=0.2)
+        await asyncio.sleep(0.8)  # four ping timeouts without a pong, data all along
+        assert not ws.finished and len(ws.take()) > 20
+        silent.set()
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.sent is not None and closed.value.sent.reason == KEEPALIVE_TIMEOUT
+
+
 @pytest.mark.parametrize("tls", [False, True], ids=["ws", "wss"])
 async def test_messages_of_every_size_arrive_whole_over_tcp_and_tls(tls: bool, tmp_path) -> None:
     """Reads go through one shared buffer, plain and under TLS: messages of every size, larger
