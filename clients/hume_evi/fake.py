@@ -78,7 +78,8 @@ class ServerProtocol:
         self._received = 0
         self._replies = 0
         self._seen: object = None
-        self._pending: tuple[int, NDArray[np.float32]] | None = None
+        # start, the reply at the input rate, the same at 48 kHz
+        self._pending: tuple[int, NDArray[np.float32], NDArray[np.float32]] | None = None
         self._playing: _Playback | None = None
         self._recent: list[tuple[int, NDArray[np.float32]]] = []  # the last RECENT_S of input
         self._malformed_sent = False
@@ -127,8 +128,8 @@ class ServerProtocol:
         step = self._behaviour.push(samples)
         reply = self._behaviour.scheduled_reply
         if reply is not None and reply is not self._seen:
-            self._seen = reply
-            self._pending = reply
+            self._seen = at, audio = reply  # resampled now, before it is due to play
+            self._pending = (at, audio, resample(audio, self._rate, OUTPUT_RATE))
         actions: list[Action] = []
         if step.speech_started and self._playing is not None:
             self._playing = None
@@ -142,11 +143,11 @@ class ServerProtocol:
         if self._pending is None or self._playing is not None or self._pending[0] >= self._received:
             return []
         assert self._behaviour is not None
-        at, audio = self._pending
+        at, audio, out = self._pending
         self._pending = None
         self._replies += 1
-        lead = np.zeros(round(max(at - c0, 0) * OUTPUT_RATE / self._rate), np.float32)
-        pcm = float_to_pcm16(np.concatenate([lead, resample(audio, self._rate, OUTPUT_RATE)]))
+        lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / self._rate))  # PCM16 silence
+        pcm = lead + float_to_pcm16(out)
         step = 2 * round(CHUNK_S * OUTPUT_RATE)
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         reply_id = f"{self._chat_id}-reply-{self._replies}"
