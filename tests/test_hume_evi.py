@@ -345,3 +345,46 @@ async def test_hume_sdk_talks_to_the_fake() -> None:
     finally:
         await server.aclose()
     assert got[:2] == ["user_message", "assistant_message"] and "audio_output" in got
+
+
+async def test_a_run_records_humes_scores_in_the_bundle_and_replays_them(tmp_path, monkeypatch):
+    from simulator.core.benchmark import load_benchmark
+    from simulator.profiles import ModelProfile
+    from simulator.replay import replay_run
+    from simulator.runner import RunOptions, execute_run
+    from tests.test_runner import short_benchmark
+
+    monkeypatch.setenv("DUPLEXSIM_HUME_TEST_KEY", KEY)
+    bench = load_benchmark(short_benchmark(tmp_path / "b", 1))
+    server = await start_server(behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25))
+    try:
+        profile = ModelProfile(
+            name="hume-test",
+            protocol="hume-evi",
+            url=server.url,
+            api_key_env="DUPLEXSIM_HUME_TEST_KEY",
+        )
+        opts = RunOptions(run_id="h", runs_dir=tmp_path / "runs", settings=SETTINGS, quiet=True)
+        (row,) = await execute_run(bench, profile, opts)
+    finally:
+        await server.aclose()
+    assert row.status == "ok", row.error
+    bundle = tmp_path / "runs" / "h" / "sessions" / "s0"
+    text = (bundle / "events.jsonl").read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    emotions = [e for e in lines if e["kind"] == "provider_emotion"]
+    assert {e["role"] for e in emotions} == {"user", "assistant"}
+    assert all(len(e["scores"]) == 48 and e["dir"] == "recv" for e in emotions)
+    assert KEY not in text and KEY not in (bundle / "meta.json").read_text()
+    (result,) = await replay_run(tmp_path / "runs" / "h", [], concurrency=1)
+    assert result.agrees(5.0), (result.recorded, result.replayed)
+
+
+def test_replay_turns_recorded_scores_back_into_events() -> None:
+    from clients.replay import _event
+
+    item = {"kind": "provider_emotion", "role": "user", "source": "user_message", "id": None,
+            "scores": {"Joy": 0.5}}  # fmt: skip
+    event = _event(item, np.zeros(0, np.float32), 48000)
+    assert isinstance(event, ProviderEmotion) and dict(event.scores) == {"Joy": 0.5}
+    assert event.role == "user"
