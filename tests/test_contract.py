@@ -234,12 +234,11 @@ def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protocol):
 async def test_polled_and_streamed_events_give_the_same_session(protocol, monkeypatch):
     """Draining a client's events once per frame (the session's default where the client can)
     and consuming them in a task of their own give the same reply, timing and bytes."""
-    from clients.wsclient import WebSocketClient
-
-    if not issubclass(client_class(protocol), WebSocketClient):
-        pytest.skip("only WebSocket clients are pollable")
+    cls = client_class(protocol)
+    if not cls.pollable:
+        pytest.skip("the client only streams its events")
     polled = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
-    monkeypatch.setattr(WebSocketClient, "pollable", False)
+    monkeypatch.setattr(cls, "pollable", False)
     streamed = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
     for out in (polled, streamed):
         assert out.status == "ok", out.error
