@@ -16,7 +16,14 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
+from clients.fakeserver import (
+    DelayedOutbox,
+    RunningServer,
+    Untimed,
+    carry_out,
+    converse,
+    serve_websockets,
+)
 from clients.faults import Faults
 from clients.hume_evi.fake import PATH, ServerProtocol
 
@@ -47,7 +54,7 @@ async def start_server(
             with contextlib.suppress(ConnectionClosed):
                 if await carry_out(ws, protocol.open(), outbox):
                     return
-                await converse(ws, protocol.receive, outbox)
+                await converse(ws, Untimed(protocol.receive), outbox)
         finally:
             outbox.cancel()
 

@@ -35,6 +35,8 @@ except ImportError:  # pragma: no cover - depends on the installation
         "nova-sonic needs the h2 package: pip install 'duplexsim[nova-sonic]'"
     ) from None
 
+from simulator.core.extras import missing_extra
+
 __all__ = [  # the h2 events the client and the fake use come from here, with the import check
     "WINDOW",
     "ConnectionTerminated",
