@@ -14,6 +14,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from simulator.core.extras import missing_extra
+
 try:
     from h2.config import H2Configuration
     from h2.connection import H2Connection
@@ -30,12 +32,8 @@ try:
     )
     from h2.exceptions import H2Error
     from h2.settings import SettingCodes
-except ImportError:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "nova-sonic needs the h2 package: pip install 'duplexsim[nova-sonic]'"
-    ) from None
-
-from simulator.core.extras import missing_extra
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise missing_extra(exc, "the nova-sonic protocol") or exc from None
 
 __all__ = [  # the h2 events the client and the fake use come from here, with the import check
     "WINDOW",
