@@ -388,3 +388,18 @@ def test_replay_turns_recorded_scores_back_into_events() -> None:
     event = _event(item, np.zeros(0, np.float32), 48000)
     assert isinstance(event, ProviderEmotion) and dict(event.scores) == {"Joy": 0.5}
     assert event.role == "user"
+
+
+def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None:
+    server = ServerProtocol(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
+    server.receive(wire.encode_client(wire.SessionSettings(RATE)), now=0.0)
+    x = np.concatenate([context(), np.zeros(int(0.3 * RATE), np.float32)])  # stops before the reply
+    frames = range(0, x.size - FRAME + 1, FRAME)
+    for i in frames:
+        pcm = float_to_pcm16(x[i : i + FRAME])
+        assert sent(server.receive(wire.encode_client(wire.AudioInput(pcm)), now=i / RATE)) == []
+    got: list[str] = []
+    while (at := server.wake_at()) is not None and "assistant_end" not in got:
+        got += types_of(sent(server.tick(at)))
+    assert got[:3] == ["user_message", "assistant_message", "audio_output"]
+    assert got[-2:] == ["assistant_prosody", "assistant_end"]

@@ -6,8 +6,10 @@ answers each user turn as EVI does: ``user_message`` (the turn's span in ms and 
 ``assistant_message``, ``audio_output`` WAV chunks at 48 kHz, ``assistant_prosody`` and
 ``assistant_end``. A reply that starts at sample s of a chunk covering [c0, c1) goes out when that
 chunk arrives, led by s - c0 of silence, so its first sample lands at exactly s; the rest follows
-faster than real time (``BURST_S`` at once, then ``SPEEDUP`` x). User speech during a reply
-interrupts it (``user_interruption``, Unix ms from ``start_unix_ms`` plus media time).
+faster than real time (``BURST_S`` at once, then ``SPEEDUP`` x). Time is the session's timeline:
+the input while it flows, the wall clock once it stops (``clients.mediaclock``; the shell calls
+``tick`` at ``wake_at``), so a reply goes on to assistant_end when the client stops sending, as
+the real service's does. User speech during a reply interrupts it (``user_interruption``, Unix ms from ``start_unix_ms`` plus media time).
 
 The prosody scores are the fake's stand-in for Hume's expression model: a function of the
 audio's loudness only (louder: more Excitement, quieter: more Calmness), for wire tests.
@@ -27,6 +29,7 @@ from clients.faults import Faults
 from clients.hume_evi import events as wire
 from clients.hume_evi.protocol import OUTPUT_RATE
 from clients.hume_evi.wav import encode_wav
+from clients.mediaclock import MediaClock
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ProtocolError
@@ -75,7 +78,8 @@ class ServerProtocol:
         self._start_unix_ms = start_unix_ms
         self._behaviour: Behaviour | None = None
         self._rate = 0
-        self._received = 0
+        self._clock = MediaClock(16000)  # replaced at the rate session_settings names
+        self._now: float | None = None  # when the message being answered arrived
         self._replies = 0
         self._seen: object = None
         # start, the reply at the input rate, the same at 48 kHz
@@ -89,7 +93,10 @@ class ServerProtocol:
         meta = wire.ChatMetadata(self._chat_id, f"group-{self._chat_id}", f"req-{self._chat_id}")
         return [Send(wire.encode_server(meta))]
 
-    def receive(self, frame: str | bytes) -> list[Action]:
+    def receive(self, frame: str | bytes, now: float | None = None) -> list[Action]:
+        """The actions answering one client message that arrived at ``now`` (None: no clock;
+        the timeline then moves with the input alone)."""
+        self._now = now
         if self._done:
             return []
         try:
@@ -110,6 +117,7 @@ class ServerProtocol:
             )
         if self._behaviour is None or msg.sample_rate != self._rate:
             self._rate = msg.sample_rate
+            self._clock = MediaClock(msg.sample_rate)
             self._behaviour = self._factory(msg.sample_rate)
         return []
 
@@ -118,9 +126,8 @@ class ServerProtocol:
             raise ProtocolError("audio_input of raw PCM before session_settings gave its format")
         if len(pcm) % 2:
             raise ProtocolError(f"audio_input of {len(pcm)} bytes: linear16 needs an even length")
-        c0 = self._received
         samples = pcm16_to_float(pcm)
-        self._received += samples.size
+        c0 = self._clock.heard(samples.size, self._now)
         self._remember(c0, samples)
         faulted = self._media_faults()
         if faulted:
@@ -134,13 +141,35 @@ class ServerProtocol:
         if step.speech_started and self._playing is not None:
             self._playing = None
             self._behaviour.interrupt()
-            ms = self._start_unix_ms + round(1000 * self._received / self._rate)
+            ms = self._start_unix_ms + round(1000 * self._clock.received / self._rate)
             actions.append(Send(wire.encode_server(wire.UserInterruption(ms))))
-        actions += self._start_reply(c0) + self._generate() + self._malformed()
+        position = self._clock.position(self._now)
+        actions += self._start_reply(c0, position) + self._generate(position) + self._malformed()
         return actions
 
-    def _start_reply(self, c0: int) -> list[Action]:
-        if self._pending is None or self._playing is not None or self._pending[0] >= self._received:
+    def tick(self, now: float) -> list[Action]:
+        """What the wall clock has made due since the last message (a reply's start, its
+        audio, assistant_end) when the client has stopped sending."""
+        self._now = now
+        if self._done or self._behaviour is None:
+            return []
+        position = self._clock.position(now)
+        return self._start_reply(position, position) + self._generate(position)
+
+    def wake_at(self) -> float | None:
+        """When ``tick`` next has something to do if no input arrives; None for never."""
+        if self._done:
+            return None
+        p = self._playing
+        if p is None:
+            return None if self._pending is None else self._clock.when(self._pending[0] + 1)
+        if p.sent < len(p.chunks):
+            step_s = max(0.0, CHUNK_S * (p.sent + 1) - BURST_S) / SPEEDUP
+            return self._clock.when(p.start + math.ceil(step_s * self._rate))
+        return self._clock.when(p.end)
+
+    def _start_reply(self, c0: int, position: int) -> list[Action]:
+        if self._pending is None or self._playing is not None or self._pending[0] >= position:
             return []
         assert self._behaviour is not None
         at, audio, out = self._pending
@@ -170,7 +199,7 @@ class ServerProtocol:
 
     def _remember(self, c0: int, samples: NDArray[np.float32]) -> None:
         self._recent.append((c0, samples))
-        horizon = self._received - round(RECENT_S * self._rate)
+        horizon = self._clock.received - round(RECENT_S * self._rate)
         while self._recent and self._recent[0][0] + self._recent[0][1].size <= horizon:
             self._recent.pop(0)
 
@@ -178,15 +207,15 @@ class ServerProtocol:
         parts = [x[max(lo - c, 0) : hi - c] for c, x in self._recent if c < hi and c + x.size > lo]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
-    def _generate(self) -> list[Action]:
+    def _generate(self, position: int) -> list[Action]:
         p = self._playing
         if p is None:
             return []
         if p.sent == len(p.chunks):  # all sent: playing out on the client until its end
-            if self._received >= p.end:
+            if position >= p.end:
                 self._playing = None
             return []
-        elapsed_s = max(0, self._received - p.start) / self._rate
+        elapsed_s = max(0, position - p.start) / self._rate
         due = min(len(p.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
         actions: list[Action] = [
             Send(
@@ -204,7 +233,7 @@ class ServerProtocol:
         return actions
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / self._rate
+        received_s = self._clock.received / self._rate
         if Faults.reached(self._faults.close_after_s, received_s):
             self._done = True
             return [Close(1011, "injected fault: close_after_s")]
@@ -215,7 +244,7 @@ class ServerProtocol:
 
     def _malformed(self) -> list[Action]:
         if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._received / self._rate
+            self._faults.malformed_after_s, self._clock.received / self._rate
         ):
             return []
         self._malformed_sent = True

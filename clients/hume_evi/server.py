@@ -19,7 +19,6 @@ from clients.behaviours import Behaviour
 from clients.fakeserver import (
     DelayedOutbox,
     RunningServer,
-    Untimed,
     carry_out,
     converse,
     serve_websockets,
@@ -54,7 +53,7 @@ async def start_server(
             with contextlib.suppress(ConnectionClosed):
                 if await carry_out(ws, protocol.open(), outbox):
                     return
-                await converse(ws, Untimed(protocol.receive), outbox)
+                await converse(ws, protocol, outbox)
         finally:
             outbox.cancel()
 
