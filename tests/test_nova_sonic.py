@@ -341,3 +341,21 @@ async def test_the_model_talking_over_the_user_is_recorded_as_a_barge_in(monkeyp
         await server.aclose()
     assert out.status == "ok", out.error
     assert out.timing.latency_s < 0  # it talked over the user
+
+
+def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None:
+    proto = ready()
+    server = ServerProtocol(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
+    signer = EventSigner(Credentials("AKID", SECRET), "us-east-1", "00" * 32)
+    for chunk in proto.opening():
+        server.receive(signer.wrap(chunk, WHEN), now=0.0)
+    x = np.concatenate([context(), np.zeros(int(0.3 * RATE), np.float32)])  # stops before the reply
+    for i in range(0, x.size - FRAME + 1, FRAME):
+        acts = server.receive(signer.wrap(proto.audio_chunk(x[i : i + FRAME]), WHEN), now=i / RATE)
+        assert acts == []
+    client = ClientProtocol(SonicSettings(), "p1")
+    got: list[type] = []
+    while (at := server.wake_at()) is not None and EndOfTurn not in got:
+        data = b"".join(a.message for a in server.tick(at) if isinstance(a, Send))
+        got += [type(e) for e in client.receive(data, at)]
+    assert AudioOut in got and got[-2:] == [EndOfTurn, Transcript]

@@ -8,7 +8,9 @@ received). Each reply goes out as Nova Sonic sends one: completionStart (once), 
 transcript (USER TEXT, FINAL), the planned text (ASSISTANT TEXT, SPECULATIVE), the AUDIO
 content (audioOutput chunks, led by s - c0 of silence so its first sample lands exactly where
 the behaviour put it, then faster than real time), its contentEnd END_TURN, the spoken text
-(FINAL) and a usageEvent. User speech before the reply has played out interrupts it:
+(FINAL) and a usageEvent. Time is the session's timeline: the input while it flows, the wall
+clock once it stops (``clients.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a reply
+goes on to its end when the client stops sending, as the real service's does. User speech before the reply has played out interrupts it:
 textOutput ``{ "interrupted" : true }`` and the audio's contentEnd INTERRUPTED.
 """
 
@@ -27,6 +29,7 @@ from numpy.typing import NDArray
 
 from clients.behaviours import Behaviour
 from clients.faults import Faults
+from clients.mediaclock import MediaClock
 from clients.nova_sonic import events as wire
 from clients.nova_sonic.eventstream import MessageReader
 from clients.nova_sonic.sigv4 import amz_date, event_signature
@@ -74,7 +77,8 @@ class ServerProtocol:
         self._out_rate = 24000
         self._behaviour: Behaviour | None = None
         self._rate = 0
-        self._received = 0
+        self._clock = MediaClock(16000)  # replaced at the rate the audio content names
+        self._now: float | None = None  # when the bytes being answered arrived
         self._ids = 0
         self._completion: str | None = None
         self._seen: object = None
@@ -83,7 +87,10 @@ class ServerProtocol:
         self._malformed_sent = False
         self._done = False
 
-    def receive(self, data: bytes) -> list[Action]:
+    def receive(self, data: bytes, now: float | None = None) -> list[Action]:
+        """The actions answering request bytes that arrived at ``now`` (None: no clock; the
+        timeline then moves with the input alone)."""
+        self._now = now
         if self._done:
             return []
         actions: list[Action] = []
@@ -150,6 +157,7 @@ class ServerProtocol:
             rate = _rate(config.get("sampleRateHertz"))
             if self._behaviour is None or rate != self._rate:
                 self._rate, self._behaviour = rate, self._factory(rate)
+                self._clock = MediaClock(rate)
         return []
 
     def _input(self, name: str, body: dict[str, Any]) -> list[Action]:
@@ -172,8 +180,7 @@ class ServerProtocol:
 
     def _audio(self, samples: NDArray[np.float32]) -> list[Action]:
         assert self._behaviour is not None
-        c0 = self._received
-        self._received += samples.size
+        c0 = self._clock.heard(samples.size, self._now)
         faulted = self._media_faults()
         if faulted:
             return faulted
@@ -185,11 +192,35 @@ class ServerProtocol:
         out: list[dict[str, Any]] = []
         if step.speech_started and self._reply is not None:
             out += self._interrupt()
-        out += self._start_reply(c0) + self._generate()
+        position = self._clock.position(self._now)
+        out += self._start_reply(c0, position) + self._generate(position)
         return [Send(wire.chunk(e)) for e in out] + self._malformed()
 
-    def _start_reply(self, c0: int) -> list[dict[str, Any]]:
-        if self._pending is None or self._reply is not None or self._pending[0] >= self._received:
+    def tick(self, now: float) -> list[Action]:
+        """What the wall clock has made due since the last bytes (a reply's start, its audio,
+        its end) when the client has stopped sending."""
+        self._now = now
+        if self._done or self._behaviour is None:
+            return []
+        position = self._clock.position(now)
+        out = self._start_reply(position, position) + self._generate(position)
+        return [Send(wire.chunk(e)) for e in out]
+
+    def wake_at(self) -> float | None:
+        """When ``tick`` next has something to do if no input arrives; None for never."""
+        r = self._reply
+        if self._done or (r is None and self._pending is None):
+            return None
+        if r is None:
+            assert self._pending is not None
+            return self._clock.when(self._pending[0] + 1)
+        if r.sent < len(r.chunks):
+            step_s = max(0.0, CHUNK_S * (r.sent + 1) - BURST_S) / SPEEDUP
+            return self._clock.when(r.start + math.ceil(step_s * self._rate))
+        return self._clock.when(r.end)
+
+    def _start_reply(self, c0: int, position: int) -> list[dict[str, Any]]:
+        if self._pending is None or self._reply is not None or self._pending[0] >= position:
             return []
         assert self._behaviour is not None
         at, audio, out = self._pending
@@ -216,15 +247,15 @@ class ServerProtocol:
         }))  # fmt: skip
         return events
 
-    def _generate(self) -> list[dict[str, Any]]:
+    def _generate(self, position: int) -> list[dict[str, Any]]:
         r = self._reply
         if r is None:
             return []
         if r.sent == len(r.chunks):  # all sent: playing out on the client until its end
-            if self._received >= r.end:
+            if position >= r.end:
                 self._reply = None
             return []
-        elapsed_s = max(0, self._received - r.start) / self._rate
+        elapsed_s = max(0, position - r.start) / self._rate
         due = min(len(r.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
         events = [
             self._ev("audioOutput", {"contentId": r.content_id,
@@ -279,7 +310,7 @@ class ServerProtocol:
         return [*actions, Close(1000, "")]
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / self._rate
+        received_s = self._clock.received / self._rate
         if Faults.reached(self._faults.close_after_s, received_s):
             self._done = True
             return [Close(1011, "injected fault: close_after_s")]
@@ -290,7 +321,7 @@ class ServerProtocol:
 
     def _malformed(self) -> list[Action]:
         if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._received / self._rate
+            self._faults.malformed_after_s, self._clock.received / self._rate
         ):
             return []
         self._malformed_sent = True

@@ -87,6 +87,7 @@ class _Connection:
         self._protocol: ServerProtocol | None = None
         self._stream = 0
         self._stalled = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def _on_events(self, events: list[Event], arrival: float) -> None:
         for ev in events:
@@ -96,7 +97,8 @@ class _Connection:
                 self._stream = ev.stream_id
                 self._request({str(k): str(v) for k, v in ev.headers})
             elif isinstance(ev, DataReceived) and ev.stream_id == self._stream and self._protocol:
-                self._carry_out(self._protocol.receive(ev.data))
+                self._carry_out(self._protocol.receive(ev.data, arrival))
+                self._arm()
             elif isinstance(ev, StreamEnded | StreamReset) and ev.stream_id == self._stream:
                 self._carry_out([Close(1000, "")])
 
@@ -148,6 +150,22 @@ class _Connection:
         self.peer.conn.send_headers(self._stream, fields)
         self.peer.send(self._stream, json.dumps({"message": message}).encode(), end=True)
 
+    def _arm(self) -> None:
+        """Tick the protocol when its wall clock next has something due (a reply going on
+        while the client sends nothing)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        at = self._protocol.wake_at() if self._protocol is not None else None
+        if at is not None and not self._stalled:
+            self._timer = asyncio.get_running_loop().call_at(at, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._protocol is not None and not self._stalled:
+            self._carry_out(self._protocol.tick(_loop_time()))
+            self._arm()
+
     def _carry_out(self, actions: list[Action]) -> None:
         delay = self._faults.extra_latency_s
         if delay > 0 and actions:
@@ -169,6 +187,8 @@ class _Connection:
                     self.peer.conn.reset_stream(self._stream, _INTERNAL_ERROR)
                     self.peer.flush()
                 self._protocol = None
+                if self._timer is not None:
+                    self._timer.cancel()
             elif isinstance(action, Stall) and self.peer.transport is not None:
                 self._stalled = True
                 self.peer.transport.pause_reading()  # nothing read, nothing answered, pings too
