@@ -359,3 +359,18 @@ def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None
         data = b"".join(a.message for a in server.tick(at) if isinstance(a, Send))
         got += [type(e) for e in client.receive(data, at)]
     assert AudioOut in got and got[-2:] == [EndOfTurn, Transcript]
+
+
+def test_every_credential_is_blanked_out_of_server_text() -> None:
+    proto = ready()
+    proto.secrets = [SECRET, "AKIDTEST", "session-token-123"]
+    quoted = f"canonical: x-amz-security-token:session-token-123 Credential=AKIDTEST {SECRET}"
+    (event,) = proto.receive(wire.exception_message("validationException", quoted), 0.0)
+    text = event.error.message
+    assert "session-token-123" not in text and "AKIDTEST" not in text and SECRET not in text
+
+
+async def test_a_session_token_is_signed_and_checked(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token-123")
+    out = await _session("echo", SECRET, SECRET, monkeypatch, hangover_s=0.3)
+    assert out.status == "ok", out.error

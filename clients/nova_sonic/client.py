@@ -159,6 +159,9 @@ class NovaSonicClient(DuplexClient):
         )
         content = {"content-type": "application/vnd.amazon.eventstream"}
         now = datetime.datetime.now(datetime.UTC)  # a signature is valid for a few minutes
+        # an AWS refusal may quote the canonical request (the token in it): blank them all out
+        self._proto.secrets = [s for s in (creds.secret_access_key, creds.access_key_id,
+                                           creds.session_token) if s]  # fmt: skip
         headers, seed = sign_request("POST", authority, path, content, creds, self._region, now)
         conn = self._peer.conn
         self._stream = conn.get_next_available_stream_id()
@@ -187,7 +190,8 @@ class NovaSonicClient(DuplexClient):
                 f"no response to the stream within {self.config.connect_timeout_s:g} s"
             ) from None
         if status != 200:
-            raise http_error(status, headers, self._redact_bytes(bytes(self._body)))
+            said = self._proto.redact(bytes(self._body).decode("utf-8", "replace")).encode()
+            raise http_error(status, headers, said)
 
     def _on_h2(self, events: list[Event], arrival: float) -> None:
         for ev in events:
@@ -228,17 +232,21 @@ class NovaSonicClient(DuplexClient):
             self._response.set_exception(error or ConnectError("stream ended before a response"))
 
     async def _ping(self, stall_s: float) -> None:
+        """A PING every half stall timeout; one unanswered for a whole one is a hung server
+        (the same margin as the WebSocket clients' keepalive)."""
         assert self._peer is not None
+        outstanding: float | None = None  # when the ping not yet answered went out
         while self._end is None:
             await asyncio.sleep(stall_s / 2)
-            if self.config.clock() - self._last_ack > stall_s * 1.5:
-                self._finish(
-                    Disconnected(
-                        f"server answered no ping for {stall_s:.1f} s (stalled)", reason="stalled"
-                    )
-                )
-                self._wake.set()
-                return
+            now = self.config.clock()
+            if outstanding is not None and self._last_ack < outstanding:
+                if now - outstanding >= stall_s:
+                    stalled = f"server answered no ping for {stall_s:.1f} s (stalled)"
+                    self._finish(Disconnected(stalled, reason="stalled"))
+                    self._wake.set()
+                    return
+                continue
+            outstanding = now
             self._peer.conn.ping(os.urandom(8))
             self._peer.flush()
 
@@ -307,10 +315,6 @@ class NovaSonicClient(DuplexClient):
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):
                 await peer.closed
-
-    def _redact_bytes(self, data: bytes) -> bytes:
-        key = self.config.api_key
-        return data.replace(key.encode(), b"***") if key else data
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()

@@ -63,9 +63,11 @@ def _audio_config(rate: int) -> dict[str, Any]:
 
 class ClientProtocol:
     def __init__(self, settings: SonicSettings, prompt_name: str, secret: str | None = None):
+        """``secret``: blanked out of every server text that goes into an error (more can be
+        added to ``secrets`` once known: the access key id and session token)."""
         self.settings = settings
         self.prompt = prompt_name
-        self._secret = secret
+        self.secrets: list[str] = [secret] if secret else []
         self._reader = MessageReader()
         self._contents: dict[str, wire.ContentStart] = {}
 
@@ -147,15 +149,17 @@ class ClientProtocol:
             case wire.ContentEnd(type="AUDIO", stop_reason="END_TURN"):
                 return [EndOfTurn(arrival)]
             case wire.StreamException(kind=kind, message=message):
-                return [ErrorEvent(stream_error(kind, self._redact(message)), arrival, fatal=True)]
+                return [ErrorEvent(stream_error(kind, self.redact(message)), arrival, fatal=True)]
         return []
 
     def _stage(self, content_id: str) -> str | None:
         start = self._contents.get(content_id)
         return start.stage if start is not None else None
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
 
 
 def _interrupted(text: str) -> bool:
