@@ -95,12 +95,17 @@ class EventSigner:
         self._secret = credentials.secret_access_key
         self._region = region
         self.prior = seed_signature  # hex
+        self._key: tuple[str, bytes] = ("", b"")  # the day's signing key, made once a day
 
     def wrap(self, event: bytes, when: datetime.datetime) -> bytes:
         """The envelope message of one encoded event (``b""`` for the final, empty one)."""
         stamp = amz_date(when)
         date = {":date": when.astimezone(datetime.UTC)}
-        signature = event_signature(self._secret, self._region, self.prior, date, event, stamp)
+        if self._key[0] != stamp[:8]:
+            self._key = (stamp[:8], signing_key(self._secret, stamp, self._region))
+        signature = event_signature(
+            self._secret, self._region, self.prior, date, event, stamp, key=self._key[1]
+        )
         self.prior = signature.hex()
         return encode_message({**date, ":chunk-signature": signature}, event)
 
@@ -112,8 +117,11 @@ def event_signature(
     date_header: Mapping[str, datetime.datetime],
     payload: bytes,
     stamp: str,
+    *,
+    key: bytes | None = None,
 ) -> bytes:
-    """The ``:chunk-signature`` of one envelope (also what a server checks it against)."""
+    """The ``:chunk-signature`` of one envelope (also what a server checks it against);
+    ``key``: the signing key for ``stamp``'s day, if already made."""
     encoded_date = encode_message(date_header)[12:-4]  # just the encoded header
     to_sign = "\n".join(
         [
@@ -125,7 +133,8 @@ def event_signature(
             _sha256(payload),
         ]
     )
-    return hmac.new(signing_key(secret, stamp, region), to_sign.encode(), "sha256").digest()
+    key = key or signing_key(secret, stamp, region)
+    return hmac.new(key, to_sign.encode(), "sha256").digest()
 
 
 def _hmac(key: bytes, text: str) -> bytes:
