@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.base import ClientConfig
+from clients.base import ClientConfig, DuplexClient
 from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.registry import client_class, client_protocols, fake_server_factory, server_protocols
-from clients.wsclient import WebSocketClient
 from simulator.core.benchmark import load_benchmark
 from simulator.core.retry import RetryPolicy
 from simulator.core.turns import TurnSettings
@@ -26,9 +25,11 @@ from simulator.session import SessionSettings, run_session
 from tests.test_runner import short_benchmark
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
-# a hung server is found by WebSocket pings; over WebRTC the media stack keeps running around a
-# hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
-WS_PROTOCOLS = [p for p in PROTOCOLS if issubclass(client_class(p), WebSocketClient)]
+# a hung server is found by the transport's pings (WebSocket, HTTP/2); over WebRTC the media
+# stack keeps running around a hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
+PINGED_PROTOCOLS = [
+    p for p in PROTOCOLS if client_class(p).watch_liveness is not DuplexClient.watch_liveness
+]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=1.0,
@@ -98,7 +99,7 @@ async def test_malformed_server_message_ends_the_session_with_a_reason(protocol)
     assert out.error
 
 
-@pytest.mark.parametrize("protocol", WS_PROTOCOLS)
+@pytest.mark.parametrize("protocol", PINGED_PROTOCOLS)
 async def test_a_server_that_hangs_mid_turn_fails_the_session_as_stalled(protocol):
     # continuous protocols fall silent on the wire; the others stop answering pings: either
     # way a hung server is a retryable failure, not a model that chose not to reply
