@@ -235,6 +235,7 @@ def test_errors_are_classified_and_the_key_is_blanked() -> None:
         "[]",
         '{"type":"assistant_message","message":{"content":1}}',
         '{"type":"assistant_prosody","models":{"prosody":{"scores":{"Joy":"high"}}}}',
+        '{"type":"assistant_prosody","models":{"prosody":{"scores":{"Joy":1' + "0" * 400 + "}}}}",
     ],
 )
 def test_malformed_server_messages_are_protocol_errors(frame: str) -> None:

@@ -196,7 +196,8 @@ class PacketReader:
             return Event(name, tuple(args))
         if kind == "5":
             count, dash, body = rest.partition("-")
-            if not dash or not count.isdigit() or not 0 < int(count) <= 16:
+            # isascii: str.isdigit also takes digits int() refuses, such as "²"
+            if not dash or not (count.isascii() and count.isdigit()) or not 0 < int(count) <= 16:
                 raise ProtocolError(f"binary event with a bad attachment count: {text[:60]!r}")
             name, args = _event_body(_loads(body, "binary event"))
             self._waiting = (name, args, int(count))

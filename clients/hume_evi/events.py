@@ -310,11 +310,11 @@ def _scores(obj: dict[str, Any]) -> Scores | None:
         raise ProtocolError(f"'{obj['type']}' prosody without a 'scores' object")
     out: dict[str, float] = {}
     for name, value in scores.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            value = math.nan
+        elif isinstance(value, int):
+            value = float(value) if abs(value) < 2**1000 else math.inf  # float() would overflow
+        if not math.isfinite(value):
             raise ProtocolError(f"prosody score '{name:.40}' is not a finite number")
         out[str(name)] = float(value)
     return out
