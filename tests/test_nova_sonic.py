@@ -374,3 +374,98 @@ async def test_a_session_token_is_signed_and_checked(monkeypatch) -> None:
     monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token-123")
     out = await _session("echo", SECRET, SECRET, monkeypatch, hangover_s=0.3)
     assert out.status == "ok", out.error
+
+
+def _self_signed(tmp_path):
+    """A certificate for localhost and its key, as files."""
+    crypto = pytest.importorskip("cryptography")  # noqa: F841 - the modules below are its own
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    alt = x509.SubjectAlternativeName(
+        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(alt, critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_the_aws_sdk_talks_to_the_fake(tmp_path) -> None:
+    """The official SDK (aws-sdk-bedrock-runtime needs Python 3.12+, so it runs in the
+    interpreter DUPLEXSIM_AWS_SDK_PYTHON names) over its own HTTP/2 client and TLS: the fake
+    checks its request signature and every event's, and the SDK decodes every reply event."""
+    import asyncio
+    import os
+    import ssl
+    from pathlib import Path
+
+    python = os.environ.get("DUPLEXSIM_AWS_SDK_PYTHON")
+    if not python:
+        pytest.skip("set DUPLEXSIM_AWS_SDK_PYTHON to a Python 3.12+ with aws-sdk-bedrock-runtime")
+    cert, key = _self_signed(tmp_path)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = await start_server(
+        behaviour_factory("echo", hangover_s=0.3), tls=tls, secret="sdk-secret"
+    )
+    script = Path(__file__).with_name("nova_sdk_client.py")
+    try:
+        url = server.url.replace("127.0.0.1", "localhost")
+        proc = await asyncio.create_subprocess_exec(
+            python, str(script), url, str(cert),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        await server.aclose()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    names = json.loads(out.decode().splitlines()[-1])
+    assert names[:2] == ["completionStart", "contentStart"] and "audioOutput" in names
+    assert names[-2:] == ["usageEvent", "completionEnd"]
+
+
+async def test_our_client_speaks_http2_over_tls_with_alpn(tmp_path, monkeypatch) -> None:
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the default context trusts it
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = await start_server(
+        behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25), tls=tls, secret=SECRET
+    )
+    try:
+        url = server.url.replace("127.0.0.1", "localhost")
+        client = NovaSonicClient(ClientConfig(url=url, api_key=SECRET, connect_timeout_s=5.0))
+        out = await run_session(client, context(), SETTINGS)
+    finally:
+        await server.aclose()
+    assert out.status == "ok", out.error
+    assert out.timing.latency_s == pytest.approx(0.4, abs=0.06)

@@ -15,6 +15,7 @@ import datetime
 import itertools
 import json
 import re
+import ssl
 from collections.abc import Callable
 
 from clients.behaviours import Behaviour
@@ -34,8 +35,9 @@ from clients.serveractions import Action, Close, Send, Stall
 
 __all__ = ["start_server"]
 
+# the AWS SDK sends an empty query ("...-stream?"), which signs like none
 _PATH = re.compile(
-    r"^(?P<prefix>/[^?]*)?/model/(?P<model>[^/?]+)/invoke-with-bidirectional-stream$"
+    r"^(?P<prefix>/[^?]*)?/model/(?P<model>[^/?]+)/invoke-with-bidirectional-stream(\?|$)"
 )
 _AUTH = re.compile(
     r"^AWS4-HMAC-SHA256 Credential=(?P<akid>[^/]*)/(?P<date>\d{8})/(?P<region>[^/]+)/bedrock/"
@@ -53,16 +55,22 @@ async def start_server(
     port: int = 0,
     faults: Faults | None = None,
     secret: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve the bidirectional stream; ``secret``: the secret access key every signature is
-    checked against (None checks only that requests are signed)."""
+    checked against (None checks only that requests are signed). ``tls``: serve HTTP/2 over TLS
+    (ALPN ``h2``, as Bedrock does; the AWS SDK's own client takes nothing else) instead of
+    cleartext with prior knowledge."""
     faults = faults or Faults()
     ids = itertools.count(1)
     loop = asyncio.get_running_loop()
+    if tls is not None:
+        tls.set_alpn_protocols(["h2"])
     server = await loop.create_server(
         lambda: _Connection(behaviour_factory, faults, secret, f"session-{next(ids)}").peer,
         host,
         port,
+        ssl=tls,
     )
     bound = server.sockets[0].getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -71,7 +79,8 @@ async def start_server(
         server.close()
         await server.wait_closed()
 
-    return RunningServer(host, int(bound), f"http://{shown}:{bound}", close)
+    scheme = "https" if tls is not None else "http"
+    return RunningServer(host, int(bound), f"{scheme}://{shown}:{bound}", close)
 
 
 class _Connection:
@@ -137,7 +146,7 @@ class _Connection:
         creds = Credentials(auth["akid"], self._secret or "", headers.get("x-amz-security-token"))
         signed = {n: headers.get(n, "") for n in names if n not in added}
         _, signature = sign_request(
-            "POST", headers.get(":authority", ""), headers[":path"], signed, creds,
+            "POST", headers.get(":authority", ""), headers[":path"].partition("?")[0], signed, creds,
             auth["region"], when.replace(tzinfo=datetime.UTC),
         )  # fmt: skip
         return signature == auth["sig"]
