@@ -22,6 +22,7 @@ _CLIENTS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
+    "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -33,6 +34,7 @@ _SERVERS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.server:start_server",
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
     "openai-realtime": "clients.openai_realtime.server:start_server",
+    "freeze-omni": "clients.freeze_omni.server:start_server",
 }
 
 

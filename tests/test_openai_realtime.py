@@ -222,14 +222,14 @@ def test_vad_events_keep_the_server_positions() -> None:
     ]
 
 
-def test_end_of_turn_is_stamped_at_the_end_of_playout() -> None:
+def test_end_of_turn_is_stamped_with_its_arrival_only() -> None:
+    # playout is the session's OutputTrack's business: a burst's response.done carries its arrival
     proto = ready_protocol()
     half_second = b64([1000] * (RATE // 2))
     proto.receive_text(event("response.output_audio.delta", delta=half_second), 10.0)
     proto.receive_text(event("response.output_audio.delta", delta=half_second), 10.01)
     done = event("response.done", response={"id": "r", "status": "completed"})
-    assert proto.receive_text(done, 10.02) == [EndOfTurn(11.0)]  # plays 10.0-11.0, not 10.02
-    assert proto.receive_text(done, 12.0) == [EndOfTurn(12.0)]  # nothing left to play
+    assert proto.receive_text(done, 10.02) == [EndOfTurn(10.02)]
 
 
 def test_other_events_are_ignored_and_unknown_ones_counted() -> None:

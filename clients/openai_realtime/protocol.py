@@ -5,16 +5,14 @@ for ``session.updated``) and turns server events into ``clients.base`` events st
 arrival time it is given. No sockets, no clock.
 
 Output audio arrives faster than real time: a whole reply lands in one burst and ``response.done``
-right after it. The protocol keeps the listener's playout clock (each chunk plays at
-max(arrival, end of the previous one), as the session places it), and stamps ``EndOfTurn`` with
-max(arrival, end of playout): the reply is over when its audio has played, not when its last byte
-arrived.
+right after it. Every event, ``EndOfTurn`` included, carries its arrival time and nothing else: the
+session places the audio on its timeline (``OutputTrack``) and ends the reply once what was placed
+has played, not when its last byte arrived.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -81,7 +79,6 @@ class ClientProtocol:
         self.unknown_types: Counter[str] = Counter()
         self._secrets = tuple(s for s in secrets if s)
         self._ids = itertools.count(1)
-        self._playout_end = -math.inf
 
     @property
     def ready(self) -> bool:
@@ -139,10 +136,7 @@ class ClientProtocol:
         msg = self._decode(text)
         match msg:
             case wire.AudioDelta(pcm=pcm):
-                samples = wire.pcm_samples(pcm)
-                start = max(arrival, self._playout_end)
-                self._playout_end = start + samples.size / self.options.sample_rate
-                return [AudioOut(samples, arrival)]
+                return [AudioOut(wire.pcm_samples(pcm), arrival)]
             case wire.TranscriptDelta(delta=text_delta):
                 return [Transcript(text_delta, arrival, False)]
             case wire.TranscriptDone(transcript=said):
@@ -176,7 +170,7 @@ class ClientProtocol:
             error, _ = classify_error(cause, self._secrets)
             return ErrorEvent(error, arrival, fatal=True)
         # completed, incomplete or cancelled: what was said so far is the reply
-        return EndOfTurn(max(arrival, self._playout_end))
+        return EndOfTurn(arrival)
 
     # --- helpers ---------------------------------------------------------------------------
 
