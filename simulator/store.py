@@ -18,6 +18,7 @@ from simulator.core.errors import ConfigError
 
 __all__ = ["ResultRow", "RunStore", "read_results", "store_filename"]
 
+
 @dataclass(frozen=True)
 class ResultRow:
     """One sample's result. The table's columns, their SQL types and the order of every query
@@ -64,9 +65,7 @@ _COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRo
 COLUMNS = tuple(name for name, _, _ in _COLUMNS)
 # the measurements among them (numbers, NULL when not measured)
 MEASURES = tuple(
-    name
-    for name, _, nullable in _COLUMNS
-    if nullable and _base(_HINTS[name]) in (int, float)
+    name for name, _, nullable in _COLUMNS if nullable and _base(_HINTS[name]) in (int, float)
 )
 _DEFINITIONS = ",\n    ".join(
     f"{name} {sql}" + ("" if nullable else " NOT NULL") + (" PRIMARY KEY" if i == 0 else "")

@@ -11,6 +11,7 @@ from simulator import __version__
 from simulator.cli import (
     benchmark_cmd,
     demo_cmd,
+    export_cmd,
     models_cmd,
     replay_cmd,
     run_cmd,
@@ -28,6 +29,7 @@ _COMMANDS = (
     demo_cmd,
     run_cmd,
     score_cmd,
+    export_cmd,
     replay_cmd,
     view_cmd,
     talk_cmd,
