@@ -334,7 +334,7 @@ async def _run_sample(
             language=sample.language,
             emotion=sample.emotion,
             context=str(sample.context),
-            reference=str(sample.reference),
+            reference=None if sample.reference is None else str(sample.reference),
             context_turn_start_s=sample.context_turn_start_s,
         ),
         run_id=opts.run_id,
@@ -357,7 +357,14 @@ def _row(
     sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
 ) -> ResultRow:
     return outcome_row(
-        sample.id, sample.language, sample.emotion, outcome, attempts, folder, run_dir
+        sample.id,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempts,
+        folder,
+        run_dir,
+        task=sample.task,
     )
 
 
@@ -369,6 +376,8 @@ def outcome_row(
     attempts: int,
     folder: Path,
     run_dir: Path,
+    *,
+    task: str | None = None,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference)."""
     t = outcome.timing
@@ -393,6 +402,7 @@ def outcome_row(
         wall_s=round(outcome.wall_s, 3),
         bundle=str(folder.relative_to(run_dir)),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        task=task,
     )
 
 

@@ -45,6 +45,7 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    task: str | None = None  # the benchmark's task (Full-Duplex-Bench's), for timing by task
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
