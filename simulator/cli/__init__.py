@@ -16,6 +16,7 @@ from simulator.cli import (
     replay_cmd,
     run_cmd,
     score_cmd,
+    scorer_cmd,
     scoring_cmd,
     serve_cmd,
     talk_cmd,
@@ -36,6 +37,7 @@ _COMMANDS = (
     models_cmd,
     benchmark_cmd,
     serve_cmd,
+    scorer_cmd,
     scoring_cmd,
 )
 

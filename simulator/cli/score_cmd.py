@@ -44,7 +44,8 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         "--scorer",
         default=AUTO,
         help="prosody, empathic-insight-voice-small or -large, an installed plugin's name or "
-        "module:Class (default: empathic-insight-voice-small with --model-path, else prosody)",
+        "module:Class (default: empathic-insight-voice-small with --model-path or once "
+        "`duplexsim scorer download` installed it, else prosody)",
     )
     g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     g.add_argument(
@@ -71,12 +72,23 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+AUTO_NEURAL = "empathic-insight-voice-small"  # used without flags once installed
+
+
+def _installed(name: str) -> Path | None:
+    from scoring.models.weights import installed_scorer
+
+    return installed_scorer(name)
+
+
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
     from scoring.models import check_precision, is_known_scorer, scorer_names
 
-    name = "empathic-insight-voice-small" if args.model_path else "prosody"
+    name = (
+        "empathic-insight-voice-small" if args.model_path or _installed(AUTO_NEURAL) else "prosody"
+    )
     if args.scorer != AUTO:
         name = str(args.scorer)
     if args.precision is not None and args.endpoint:
@@ -113,6 +125,7 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     async def score(clips: list[np.ndarray]) -> Sequence[Any]:
         return await scoring.score(clips, name, deadline_s=SCORE_DEADLINE_S)
 
+    weights = None if args.endpoint else (args.model_path or _installed(name))
     lines = []
     try:
         for run_dir in run_dirs:
@@ -121,9 +134,11 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
                 run_dir, name, score, precision=args.precision, samples=_chosen(args, run_dir)
             )
             at = f", {outcome.precision}" if outcome.precision else ""
+            source = "" if weights is None else f"; weights {weights}"
             lines.append(
                 f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
                 f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
+                f"{source}"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
     finally:

@@ -143,9 +143,15 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+def _scored_with(reports: Sequence[RunReport]) -> str:
+    names = sorted({r.scorer for r in reports if r.scorer != NO_SCORER})
+    return f"scored with {', '.join(names)}" if names else "timing only: nothing scored"
+
+
 def terminal_report(reports: Sequence[RunReport]) -> str:
     runs = [r.run_id for r in ranked(reports)]
     parts = [
+        _scored_with(reports),
         *_scorer_notes(reports),
         "",
         render_table(HEADERS, leaderboard_rows(reports)),
