@@ -155,13 +155,16 @@ def terminal_report(reports: Sequence[RunReport]) -> str:
         *_scorer_notes(reports),
         "",
         render_table(HEADERS, leaderboard_rows(reports)),
-        "",
-        "match rate by emotion (N):",
-        render_table(["emotion", *runs], _per_emotion_rows(reports)),
-        "",
-        "match rate by language (N):",
-        render_table(["language", *runs], _per_language_rows(reports)),
     ]
+    if any(r.scorer != NO_SCORER for r in reports):  # else timing only: the tables would be empty
+        parts += [
+            "",
+            "match rate by emotion (N):",
+            render_table(["emotion", *runs], _per_emotion_rows(reports)),
+            "",
+            "match rate by language (N):",
+            render_table(["language", *runs], _per_language_rows(reports)),
+        ]
     if has_tasks(reports):
         parts += ["", "timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE]
     return "\n".join(parts).lstrip("\n")
