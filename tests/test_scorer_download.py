@@ -102,3 +102,35 @@ def test_an_installed_scorer_is_used_without_flags(
     assert f"scored with {NAME}" in out
     listed = duplexsim(capsys, "scorer", "list")[1]
     assert str(tmp_path / "scorers" / NAME) in listed
+
+
+def _hf_cache_entry(cache: Path, repo: str, files: dict[str, bytes]) -> None:
+    """A repository as huggingface_hub caches it: refs/main -> snapshots/<commit>/<file>."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("c" * 40)
+    for name, data in files.items():
+        (folder / "snapshots" / ("c" * 40)).mkdir(parents=True, exist_ok=True)
+        (folder / "snapshots" / ("c" * 40) / name).write_bytes(data)
+
+
+def test_weights_in_the_hugging_face_cache_are_found_without_flags(tmp_path):
+    from scoring.models.weights import in_hf_cache
+
+    cache = tmp_path / "hub"
+    assert not in_hf_cache(NAME, cache)
+    _hf_cache_entry(cache, "laion/BUD-E-Whisper", {"config.json": b"{}"})
+    assert not in_hf_cache(NAME, cache)  # the heads are missing
+    _hf_cache_entry(cache, "laion/Empathic-Insight-Voice-Small", {"model_Amusement_best.pth": b""})
+    assert in_hf_cache(NAME, cache) and not in_hf_cache("prosody", cache)
+
+
+def test_auto_picks_the_neural_scorer_once_it_is_there(tmp_path, monkeypatch):
+    from simulator.cli import build_parser, score_cmd
+
+    args = build_parser().parse_args(["score", "r"])
+    monkeypatch.setenv("DUPLEXSIM_SCORERS", str(tmp_path / "none"))
+    monkeypatch.setattr("scoring.models.weights.in_hf_cache", lambda name: False)
+    assert score_cmd.resolve_scorer_name(args) == "prosody"
+    monkeypatch.setattr("scoring.models.weights.in_hf_cache", lambda name: name == NAME)
+    assert score_cmd.resolve_scorer_name(args) == NAME

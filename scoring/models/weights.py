@@ -12,6 +12,7 @@ download touch the Hugging Face Hub; scoring itself never fetches anything.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "HEAD_REPOS",
     "download_scorer",
     "head_filename",
+    "in_hf_cache",
     "installed_scorer",
     "installed_scorer_at",
     "scorer_home",
@@ -55,6 +57,23 @@ def scorer_home() -> Path:
 def installed_scorer(name: str) -> Path | None:
     """The folder of an installed scorer's weights, or None."""
     return installed_scorer_at(scorer_home() / name)
+
+
+def in_hf_cache(name: str, cache_dir: Path | None = None) -> bool:
+    """Whether the Hugging Face cache holds a downloadable scorer's encoder and its first head
+    (what the scorer loads without ``--model-path`` when nothing is installed)."""
+    if name not in DOWNLOADABLE or importlib.util.find_spec("huggingface_hub") is None:
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    found = [
+        try_to_load_from_cache(repo, file, cache_dir=cache_dir)
+        for repo, file in (
+            (ENCODER_REPO, "config.json"),
+            (DOWNLOADABLE[name], head_filename(HEAD_NAMES[0])),
+        )
+    ]
+    return all(isinstance(f, str) for f in found)
 
 
 def head_filename(dimension: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import time
 from argparse import SUPPRESS
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scoring.models.precision import PRECISIONS
+from scoring.models.weights import DOWNLOADABLE
 from simulator.cli.options import add_selection_arguments, deprecated_alias, select_samples
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import score_run
@@ -81,14 +83,23 @@ def _installed(name: str) -> Path | None:
     return installed_scorer(name)
 
 
+def _neural_ready() -> bool:
+    """Whether the default neural scorer can run without flags: installed by `scorer download`,
+    or in the Hugging Face cache with torch and transformers there to run it."""
+    if _installed(AUTO_NEURAL):
+        return True
+    from scoring.models.weights import in_hf_cache
+
+    runnable = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
+    return runnable and in_hf_cache(AUTO_NEURAL)
+
+
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
     from scoring.models import check_precision, is_known_scorer, scorer_names
 
-    name = (
-        "empathic-insight-voice-small" if args.model_path or _installed(AUTO_NEURAL) else "prosody"
-    )
+    name = AUTO_NEURAL if args.model_path or _neural_ready() else "prosody"
     if args.scorer != AUTO:
         name = str(args.scorer)
     if args.precision is not None and args.endpoint:
@@ -135,6 +146,8 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
             )
             at = f", {outcome.precision}" if outcome.precision else ""
             source = "" if weights is None else f"; weights {weights}"
+            if weights is None and not args.endpoint and name in DOWNLOADABLE:
+                source = "; weights from the Hugging Face cache"
             lines.append(
                 f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
                 f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
