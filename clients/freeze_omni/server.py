@@ -15,7 +15,14 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
+from clients.fakeserver import (
+    DelayedOutbox,
+    RunningServer,
+    Untimed,
+    carry_out,
+    converse,
+    serve_websockets,
+)
 from clients.faults import Faults
 from clients.freeze_omni.fake import PATH, ServerProtocol
 
@@ -55,7 +62,7 @@ async def start_server(
                 assert ws.request is not None
                 if await carry_out(ws, protocol.open(ws.request.path), outbox):
                     return
-                await converse(ws, protocol.receive, outbox)
+                await converse(ws, Untimed(protocol.receive), outbox)
         finally:
             outbox.cancel()
             users -= 0 if full else 1
