@@ -24,6 +24,7 @@ def test_takeover_rate_and_latency_as_full_duplex_bench_defines_them():
         TimedSample("pause", "failed", None, None),  # infrastructure: left out
         TimedSample("turn", "ok", 1.0, -0.3),  # talked over the speaker: latency clamped to 0
         TimedSample("turn", "ok", 3.0, 0.9),
+        TimedSample("turn", "ok", 3.0, 5.0, timing_valid=False),  # a take-over; latency unsure
         TimedSample(None, "ok", 3.0, 0.4),
     ]
     by = {t.task: t for t in task_timings(samples)}
@@ -31,7 +32,8 @@ def test_takeover_rate_and_latency_as_full_duplex_bench_defines_them():
     assert (by["pause"].samples, by["pause"].takeovers) == (3, 1)
     assert by["pause"].takeover_rate == pytest.approx(1 / 3)
     assert by["pause"].latency_s == pytest.approx(0.5)
-    assert by["turn"].takeover_rate == 1.0 and by["turn"].latency_s == pytest.approx(0.45)
+    assert by["turn"].takeover_rate == 1.0 and by["turn"].takeovers == 3
+    assert by["turn"].latency_s == pytest.approx(0.45)
     assert task_timings([TimedSample("x", "no-reply", None, None)])[0].latency_s is None
 
 

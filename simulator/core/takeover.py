@@ -11,7 +11,8 @@ time-aligned ASR words:
 - Latency = model speech onset - end of the speaker's turn, negative values clamped to 0,
   averaged over the samples with TOR = 1 only.
 
-Infrastructure failures are left out, as from every aggregate.
+Infrastructure failures are left out, as from every aggregate, and sessions whose timing is not
+valid (our own sends or reads ran late) from the latency.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class TimedSample:
     status: str  # "ok", "no-reply" or "failed"
     reply_duration_s: float | None
     latency_s: float | None
+    timing_valid: bool = True  # our sends and reads kept their budget: its latency counts
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ def task_timings(samples: Iterable[TimedSample]) -> list[TaskTiming]:
     out = []
     for task in sorted(by_task):
         taken = [s for s in by_task[task] if is_takeover(s)]
-        latencies = [max(0.0, s.latency_s) for s in taken if s.latency_s is not None]
+        latencies = [
+            max(0.0, s.latency_s) for s in taken if s.latency_s is not None and s.timing_valid
+        ]
         mean = sum(latencies) / len(latencies) if latencies else None
         out.append(TaskTiming(task, len(by_task[task]), len(taken), mean))
     return out

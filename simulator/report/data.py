@@ -137,4 +137,5 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
 
 
 def _timed(row: ResultRow) -> TimedSample:
-    return TimedSample(row.task, row.status, row.reply_duration_s, row.latency_s)
+    valid = getattr(row, "timing_valid", None) is not False  # None: not judged (older runs)
+    return TimedSample(row.task, row.status, row.reply_duration_s, row.latency_s, valid)
