@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.core.audio import read_audio, resample, write_audio
-from simulator.core.benchmark import MANIFEST_NAME
+from simulator.core.benchmark import MANIFEST_NAME, load_benchmark
 from simulator.core.bundle import INPUT, OUTPUT, is_bundle, read_meta  # FDB's names too
 from simulator.core.errors import ConfigError
 from simulator.core.files import write_text_atomic
@@ -94,11 +94,16 @@ def import_fdb(root: Path, out: Path, *, language: str = "en", force: bool = Fal
                 "context": os.path.relpath(path.resolve(), out.resolve()),
             }
             lines.append(json.dumps(line))
+    draft = out / f".{MANIFEST_NAME}.draft"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(manifest, "\n".join(lines) + "\n")
+        write_text_atomic(draft, "\n".join(lines) + "\n")
+        load_benchmark(draft, audio_check="header")  # what it wrote reads back whole, or nothing
+        draft.replace(manifest)
     except OSError as exc:
         raise ConfigError(f"{manifest}: cannot write ({exc.strerror})") from None
+    finally:
+        draft.unlink(missing_ok=True)
     return FdbImport(manifest, counts)
 
 

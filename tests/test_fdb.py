@@ -94,6 +94,11 @@ def test_import_fdb_of_one_task_folder_elsewhere(fdb_tree, tmp_path):
     assert result.returncode == 0, result.stderr
     (sample,) = load_benchmark(out).samples
     assert sample.task == "candor_turn_taking" and sample.context == task / "7" / "input.wav"
+    bad = duplexsim(
+        "benchmark", "import-fdb", str(task), "--out", str(tmp_path / "b"), "--language", "EN"
+    )
+    assert bad.returncode == 2 and "field 'language': invalid value 'EN'" in bad.stderr
+    assert not any((tmp_path / "b").iterdir())  # nothing half-made is left
     empty = duplexsim("benchmark", "import-fdb", str(tmp_path / "elsewhere"), "--force")
     assert empty.returncode == 2 and "no <task>/<id>/input.wav" in empty.stderr
 
