@@ -190,6 +190,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) 
     parts = [
         "# MIRRORING leaderboard",
         "",
+        _scored_with(reports).capitalize() + ".",
+        "",
         *notes,
         "",
         _markdown_table(HEADERS, leaderboard_rows(reports)),
