@@ -70,7 +70,14 @@ class FdbImport:
     tasks: dict[str, int]  # task -> samples
 
 
-def import_fdb(root: Path, out: Path, *, language: str = "en", force: bool = False) -> FdbImport:
+def import_fdb(
+    root: Path,
+    out: Path,
+    *,
+    language: str = "en",
+    force: bool = False,
+    allow_outside: bool = False,
+) -> FdbImport:
     """A timing-only manifest (no emotion, no reference) over Full-Duplex-Bench's task folders
     ``root/<task>/<id>/input.wav``, or one task folder ``root/<id>/input.wav``; each sample's
     ``task`` is its folder's name. The audio stays where it is."""
@@ -98,7 +105,9 @@ def import_fdb(root: Path, out: Path, *, language: str = "en", force: bool = Fal
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_text_atomic(draft, "\n".join(lines) + "\n")
-        load_benchmark(draft, audio_check="header")  # what it wrote reads back whole, or nothing
+        load_benchmark(
+            draft, audio_check="header", allow_outside=allow_outside
+        )  # what it wrote reads back whole, or nothing
         draft.replace(manifest)
     except OSError as exc:
         raise ConfigError(f"{manifest}: cannot write ({exc.strerror})") from None

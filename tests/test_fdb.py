@@ -90,9 +90,14 @@ def test_import_fdb_writes_a_timing_only_manifest(fdb_tree):
 def test_import_fdb_of_one_task_folder_elsewhere(fdb_tree, tmp_path):
     out = tmp_path / "elsewhere"
     task = fdb_tree / "candor_turn_taking"
-    result = duplexsim("benchmark", "import-fdb", str(task), "--out", str(out))
+    refused = duplexsim("benchmark", "import-fdb", str(task), "--out", str(out))
+    assert refused.returncode == 2 and "--allow-outside-paths" in refused.stderr
+    assert not (out / "manifest.jsonl").exists()
+    result = duplexsim(
+        "benchmark", "import-fdb", str(task), "--out", str(out), "--allow-outside-paths"
+    )
     assert result.returncode == 0, result.stderr
-    (sample,) = load_benchmark(out).samples
+    (sample,) = load_benchmark(out, allow_outside=True).samples
     assert sample.task == "candor_turn_taking" and sample.context == task / "7" / "input.wav"
     bad = duplexsim(
         "benchmark", "import-fdb", str(task), "--out", str(tmp_path / "b"), "--language", "EN"

@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fdb.add_argument("--out", type=Path, help="where manifest.jsonl goes (default: DIR)")
     fdb.add_argument("--language", default="en", help="language of every sample (default en)")
     fdb.add_argument("--force", action="store_true", help="replace an existing manifest.jsonl")
+    add_outside_paths_argument(fdb)  # --out outside DIR: the manifest points out of its folder
     fdb.set_defaults(func=_import_fdb)
 
 
@@ -68,7 +69,13 @@ def _check(args: argparse.Namespace) -> int:
 def _import_fdb(args: argparse.Namespace) -> int:
     from simulator.fdb import import_fdb
 
-    result = import_fdb(args.path, args.out or args.path, language=args.language, force=args.force)
+    result = import_fdb(
+        args.path,
+        args.out or args.path,
+        language=args.language,
+        force=args.force,
+        allow_outside=args.allow_outside_paths,
+    )
     tasks = ", ".join(f"{task} {n}" for task, n in result.tasks.items())
     print(f"{result.manifest}: {sum(result.tasks.values())} timing-only samples ({tasks})")
     return 0
