@@ -102,8 +102,11 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
     assert echo.split()[1:6] == ["3", "3", "0", "0", "100%"]
     assert silent.split()[1:6] == ["3", "0", "3", "0", "0%"]
     replay = duplexsim("replay", str(tmp_path / "d-echo"))
-    assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert "3/3 sessions agree" in replay.stdout
+    assert "3/3 sessions agree" in replay.stdout, replay.stdout + replay.stderr
+    # a loaded machine may push a session's own sends over budget: replay then says which and
+    # exits 1 (its audit is tested exactly in test_replayaudit)
+    over = "sessions with timing problems" in replay.stdout
+    assert replay.returncode == (1 if over else 0), replay.stdout + replay.stderr
 
 
 def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
