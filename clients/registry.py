@@ -23,6 +23,8 @@ _CLIENTS: dict[str, str] = {
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
     "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
+    "hume-evi": "clients.hume_evi.client:HumeEviClient",
+    "nova-sonic": "clients.nova_sonic.client:NovaSonicClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -35,6 +37,8 @@ _SERVERS: dict[str, str] = {
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
     "openai-realtime": "clients.openai_realtime.server:start_server",
     "freeze-omni": "clients.freeze_omni.server:start_server",
+    "hume-evi": "clients.hume_evi.server:start_server",
+    "nova-sonic": "clients.nova_sonic.server:start_server",
 }
 
 

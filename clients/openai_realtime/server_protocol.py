@@ -395,7 +395,13 @@ class ServerProtocol:
 
     @staticmethod
     def _item(resp: FakeResponse, status: str | None) -> dict[str, Any]:
-        item = {"id": resp.iid, "object": "realtime.item", "type": "message", "role": "assistant"}
+        item = {
+            "id": resp.iid,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_audio", "transcript": resp.said}],
+        }
         return item if status is None else {**item, "status": status}
 
     def _respond_empty(self) -> list[Action]:
@@ -438,6 +444,7 @@ class ServerProtocol:
             "object": "realtime.item",
             "type": "message",
             "role": "user",
+            "content": [{"type": "input_audio", "transcript": None}],
         }
         return [
             self._event("input_audio_buffer.committed", item_id=item["id"], previous_item_id=None),
