@@ -26,9 +26,17 @@ from clients.wsinbox import InboxServerConnection
 from clients.wswrite import send_message, try_write
 from simulator.core.errors import ProtocolError
 
-__all__ = ["DelayedOutbox", "RunningServer", "carry_out", "converse", "serve_websockets"]
+__all__ = [
+    "DelayedOutbox",
+    "RequestCheck",
+    "RunningServer",
+    "carry_out",
+    "converse",
+    "serve_websockets",
+]
 
 Data = str | bytes
+RequestCheck = Callable[[ServerConnection, Request], Response | None]
 _log = logging.getLogger("duplexsim.fakes")
 MAX_MESSAGE = 2**22
 
@@ -70,14 +78,17 @@ async def serve_websockets(
     port: int = 0,
     faults: Faults | None = None,
     path: str = "",
+    check: RequestCheck | None = None,
 ) -> RunningServer:
-    """Start a websockets server whose handshakes go through ``faults.admit``."""
+    """Start a websockets server whose handshakes go through ``faults.admit``, then through
+    ``check`` where the protocol has its own (path, key, parameters): it answers a refusal, or
+    None to let the upgrade through."""
     faults = faults or Faults()
 
     def process_request(connection: ServerConnection, request: Request) -> Response | None:
         rejection = faults.admit()
         if rejection is None:
-            return None
+            return None if check is None else check(connection, request)
         response = connection.respond(rejection.status, rejection.body)
         response.headers.update(Headers(rejection.headers))
         return response

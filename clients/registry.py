@@ -17,6 +17,10 @@ _CLIENTS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
+    "xai-realtime": "clients.openai_realtime.client:XaiRealtimeClient",
+    "azure-realtime": "clients.openai_realtime.client:AzureRealtimeClient",
+    "azure-voice-live": "clients.openai_realtime.client:AzureVoiceLiveClient",
+    "qwen-omni-realtime": "clients.openai_realtime.client:QwenOmniRealtimeClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -28,6 +32,10 @@ _SERVERS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.server:start_server",
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
     "openai-realtime": "clients.openai_realtime.server:start_server",
+    "xai-realtime": "clients.openai_realtime.server:start_xai",
+    "azure-realtime": "clients.openai_realtime.server:start_azure",
+    "azure-voice-live": "clients.openai_realtime.server:start_voice_live",
+    "qwen-omni-realtime": "clients.openai_realtime.server:start_qwen",
 }
 
 
