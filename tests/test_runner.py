@@ -88,7 +88,8 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     names = {p.name for p in bundle.iterdir()}
     assert names == {"input.wav", "output.wav", "stereo.wav", "events.jsonl", "meta.json"}
     meta = json.loads((bundle / "meta.json").read_text())
-    assert meta["bundle_version"] == 1 and meta["settings"]["frame_ms"] is None
+    assert meta["bundle_version"] == 2 and meta["kind"] == "benchmark"
+    assert meta["settings"]["frame_ms"] is None
     start = json.loads((bundle / "events.jsonl").read_text().splitlines()[0])
     assert start["kind"] == "start" and start["frame_ms"] == 20
     assert meta["settings"]["vad"]["kind"] == "webrtc" and "numpy" in meta["packages"]
