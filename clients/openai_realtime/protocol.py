@@ -19,7 +19,7 @@ import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
@@ -35,12 +35,12 @@ from clients.base import (
 )
 from clients.httperrors import retry_in
 from clients.openai_realtime import events as wire
-from clients.openai_realtime.config import RealtimeOptions
 from clients.openai_realtime.dialects import OPENAI, Dialect
 from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
 
 __all__ = [
     "ClientProtocol",
+    "SessionOptions",
     "VadMark",
     "classify_error",
     "endpoint_url",
@@ -64,8 +64,26 @@ class VadMark:
     server_ms: int | None
 
 
+class SessionOptions(Protocol):
+    """What the core needs of a transport's options (``RealtimeOptions``, ``WebRTCOptions``)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def manual(self) -> bool: ...
+
+    @property
+    def sample_rate(self) -> int | None: ...  # None: negotiated elsewhere (WebRTC's codec)
+
+    def session(self) -> dict[str, Any]: ...
+
+
 class ClientProtocol:
-    def __init__(self, options: RealtimeOptions, *, secrets: Sequence[str] = ()) -> None:
+    """The session core of every OpenAI-family transport: the handshake, the events, the errors.
+    A transport whose audio or end of turn travels otherwise (WebRTC) overrides ``map``."""
+
+    def __init__(self, options: SessionOptions, *, secrets: Sequence[str] = ()) -> None:
         self.options = options
         self.state = "opening"  # -> "updating" -> "ready"
         self.session: dict[str, Any] | None = None  # as session.updated reported it
@@ -115,7 +133,7 @@ class ClientProtocol:
         rate = _table(audio_in.get("format")).get("rate")
         if where.rate_field is not None:
             rate = session.get(where.rate_field, rate)
-        if rate is not None and rate != self.options.sample_rate:
+        if rate is not None and self.options.sample_rate and rate != self.options.sample_rate:
             raise ProtocolError(f"server set {rate} Hz input; we asked {self.options.sample_rate}")
 
     # --- streaming -------------------------------------------------------------------------
@@ -130,7 +148,10 @@ class ClientProtocol:
         return [wire.commit(self._event_id()), wire.response_create(self._event_id())]
 
     def receive_text(self, text: str, arrival: float) -> list[ClientEvent]:
-        msg = self._decode(text)
+        return self.map(self._decode(text), arrival)
+
+    def map(self, msg: wire.Message, arrival: float) -> list[ClientEvent]:
+        """One decoded server event -> the session's events, stamped with its arrival."""
         match msg:
             case wire.AudioDelta(pcm=pcm):
                 return [AudioOut(wire.pcm_samples(pcm), arrival)]
