@@ -36,6 +36,8 @@ class Dialect:
     pings: bool = False  # the server sends ``ping`` events
     modalities: tuple[str, ...] = ("audio",)  # what a flat session asks for
     formats: tuple[str, str] = ("pcm16", "pcm16")  # a flat session's input/output format names
+    # other names the server takes for the same formats (the fake accepts them too)
+    format_aliases: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     rate_field: str | None = None  # a flat session's input-rate field, where it has one
 
     def auth_headers(self, key: str) -> dict[str, str]:
@@ -115,7 +117,9 @@ QWEN = Dialect(
     vad_types=("server_vad", "semantic_vad"),
     voices=("Cherry", "Chelsie", "Ethan", "Serena", "Tina"),
     modalities=("text", "audio"),
-    formats=("pcm16", "pcm24"),
+    # DashScope's SDK sends pcm16 both ways (its 24 kHz output format is named pcm16 too); the
+    # docs have also shown "pcm", and "pcm24" for the output
+    format_aliases=(("pcm",), ("pcm", "pcm24")),
 )
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (OPENAI, XAI, AZURE, VOICE_LIVE, QWEN)}

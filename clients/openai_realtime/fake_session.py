@@ -6,8 +6,8 @@ nest under ``audio``; the retired beta keys and any unknown key are an ``invalid
 naming the parameter, as the real API answers. Only what the fake can serve is accepted:
 ``audio/pcm`` at the dialect's rates and audio output. ``xai`` shape: ``voice`` and
 ``turn_detection`` at the top, any PCM rate xAI lists. ``flat`` shape (Azure Voice Live,
-DashScope): the beta's top-level fields with the dialect's format names, and output modalities
-that include audio (DashScope refuses ``["audio"]`` alone: text always comes with it). Unknown
+DashScope): the beta's top-level fields with the dialect's format names, and the output
+modalities the fake serves, text and audio (DashScope refuses ``["audio"]`` alone). Unknown
 keys are ignored where the provider's strictness is not documented (xai, flat).
 """
 
@@ -169,11 +169,12 @@ def _check_flat(s: dict[str, Any], d: Dialect) -> None:
     if "type" in s or "audio" in s:  # a GA-shaped update sent to a beta-shaped server
         raise _unknown("session.type" if "type" in s else "session.audio")
     modalities = s.get("modalities", list(d.modalities))
-    if not isinstance(modalities, list) or "audio" not in modalities:
+    if not isinstance(modalities, list) or sorted(map(str, modalities)) != sorted(d.modalities):
         raise _invalid("session.modalities", modalities, repr(list(d.modalities)))
-    for key, allowed in zip(("input_audio_format", "output_audio_format"), d.formats, strict=True):
-        if key in s and s[key] != allowed:
-            raise _invalid(f"session.{key}", s[key], f"'{allowed}'")
+    keys = ("input_audio_format", "output_audio_format")
+    for key, name, aliases in zip(keys, d.formats, d.format_aliases, strict=True):
+        if key in s and s[key] != name and s[key] not in aliases:
+            raise _invalid(f"session.{key}", s[key], " or ".join(map(repr, (name, *aliases))))
     if d.rate_field is not None and d.rate_field in s and s[d.rate_field] not in d.input_rates:
         raise _invalid(f"session.{d.rate_field}", s[d.rate_field], str(d.input_rates))
     if "turn_detection" in s:
