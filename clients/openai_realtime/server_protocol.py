@@ -18,6 +18,10 @@ cancelled by ``response.cancel`` or, with ``interrupt_response``, by the user's 
 With turn detection off the behaviour still tracks turns, but no VAD events are sent and a reply
 goes out only after ``input_audio_buffer.commit`` and ``response.create`` (an empty response when
 the behaviour has nothing to say). Media faults trigger on input media time, as in pcm-ws.
+
+The dialect (``dialects``) decides the opening event, the session's shape and checks
+(``fake_session``), GA or beta event names, VAD positions, pings and the output rate: a reply is
+resampled to it where it differs from the input's (DashScope: 16 kHz in, 24 kHz out).
 """
 
 from __future__ import annotations
