@@ -86,6 +86,11 @@ def test_each_dialect_checks_its_options(d: Dialect, opts: dict[str, Any], compl
 def test_auth_and_endpoint_follow_the_dialect() -> None:
     assert AZURE.auth_headers(KEY) == {"api-key": KEY}
     assert QWEN.auth_headers(KEY) == {"Authorization": f"Bearer {KEY}"}
+    # the fakes read the key only where their dialect sends it
+    assert AZURE.key_from({"api-key": " k "}) == "k"
+    assert AZURE.key_from({"Authorization": "Bearer k"}) is None
+    assert OPENAI.key_from({"Authorization": "Basic k"}) is None
+    assert OPENAI.key_from({"Authorization": "Bearer  "}) is None
     url = endpoint_url(
         "wss://r.services.ai.azure.com/voice-live/realtime", "gpt-realtime", VOICE_LIVE
     )

@@ -48,10 +48,12 @@ class Dialect:
     def key_from(self, headers: Any) -> str | None:
         """The key a request carries the way this dialect sends it (the fake checks it)."""
         if self.auth == "api-key":
-            value = headers.get("api-key")
-            return value.strip() or None if isinstance(value, str) else None
-        scheme, _, token = str(headers.get("Authorization", "")).partition(" ")
-        return token.strip() or None if scheme.lower() == "bearer" else None
+            token = str(headers.get("api-key") or "")
+        else:
+            scheme, _, token = str(headers.get("Authorization", "")).partition(" ")
+            if scheme.lower() != "bearer":
+                return None
+        return token.strip() or None
 
     def out_rate(self, input_rate: int) -> int:
         return self.output_rate or input_rate
