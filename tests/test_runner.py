@@ -259,6 +259,11 @@ def test_api_key_never_written(tmp_path):
     assert any(p.name == "meta.json" for p in files)
     for path in files:
         assert secret.encode() not in path.read_bytes(), path
+    # a hosted address (not loopback, where a dry run needs no key) without its key is refused
+    (tmp_path / "hosted.toml").write_text(
+        'name = "keyed"\nprotocol = "pcm-ws"\nurl = "wss://models.example.invalid/v1"\n'
+        'api_key_env = "DUPLEXSIM_TEST_KEY"\n'
+    )
     missing = subprocess.run(
         [
             sys.executable,
@@ -266,7 +271,7 @@ def test_api_key_never_written(tmp_path):
             "simulator",
             "run",
             "--model",
-            str(tmp_path / "m.toml"),
+            str(tmp_path / "hosted.toml"),
             "--benchmark",
             str(bench),
             "--runs-dir",
