@@ -17,7 +17,15 @@ import pytest
 from clients.base import ClientConfig
 from clients.behaviours import behaviour_factory, synthetic_voice
 from clients.openai_realtime.config import RealtimeOptions
-from clients.openai_realtime.dialects import AZURE, DIALECTS, OPENAI, QWEN, VOICE_LIVE, Dialect
+from clients.openai_realtime.dialects import (
+    AZURE,
+    AZURE_PREVIEW,
+    DIALECTS,
+    OPENAI,
+    QWEN,
+    VOICE_LIVE,
+    Dialect,
+)
 from clients.openai_realtime.protocol import ClientProtocol, endpoint_url
 from clients.openai_realtime.server import start_server
 from clients.openai_realtime.server_protocol import Send, ServerProtocol
@@ -100,6 +108,9 @@ def test_auth_and_endpoint_follow_the_dialect() -> None:
     assert endpoint_url("wss://h/openai/v1/realtime", "my-deploy", AZURE).endswith(
         "?model=my-deploy"
     )
+    # Azure's preview API versions name the deployment, not the model
+    preview = endpoint_url("wss://r.openai.azure.com/openai/realtime", "dep", AZURE_PREVIEW)
+    assert preview.endswith("/openai/realtime?api-version=2025-04-01-preview&deployment=dep")
 
 
 def test_capabilities_carry_the_dialects_rates() -> None:
@@ -302,3 +313,20 @@ def test_dashscope_sdk_talks_to_the_qwen_fake() -> None:
     assert kinds[:2] == ["session.created", "session.updated"], events[:2]
     deltas = [e for e in events if e["type"] == "response.audio.delta"]
     assert deltas and len(base64.b64decode(deltas[0]["delta"])) == 2 * 2400  # 100 ms at 24 kHz
+
+
+async def test_a_fake_that_requires_the_model_asks_for_it_by_the_dialects_name() -> None:
+    server = await start_server(
+        behaviour_factory("silent"), dialect="azure-preview", require_model=True
+    )
+    try:
+        cls = client_class("azure-realtime-preview")
+        out = await run_session(
+            cls(ClientConfig(url=server.url, api_key=KEY)), context(24000), SETTINGS
+        )
+        assert out.status == "failed" and "HTTP 400" in (out.error or ""), out.error
+        named = cls(ClientConfig(url=server.url, model="dep", api_key=KEY))
+        await named.connect()  # ?deployment=dep&api-version=...: let in
+        await named.aclose()
+    finally:
+        await server.aclose()

@@ -22,6 +22,7 @@ from clients.wsclient import WebSocketClient, close_text, message_size
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = [
+    "AzurePreviewRealtimeClient",
     "AzureRealtimeClient",
     "AzureVoiceLiveClient",
     "OpenAIRealtimeClient",
@@ -128,6 +129,11 @@ class XaiRealtimeClient(OpenAIRealtimeClient):
 class AzureRealtimeClient(OpenAIRealtimeClient):
     protocol = "azure-realtime"
     dialect = dialects.AZURE
+
+
+class AzurePreviewRealtimeClient(OpenAIRealtimeClient):
+    protocol = "azure-realtime-preview"
+    dialect = dialects.AZURE_PREVIEW
 
 
 class AzureVoiceLiveClient(OpenAIRealtimeClient):

@@ -92,6 +92,21 @@ AZURE = Dialect(
     vad_types=("server_vad", "semantic_vad"),
     voices=_OPENAI_VOICES,
 )
+# Azure OpenAI's preview endpoint (/openai/realtime?api-version=...-preview&deployment=...): the
+# Realtime beta as Azure still serves it to preview API versions
+AZURE_PREVIEW = Dialect(
+    name="azure-preview",
+    protocol="azure-realtime-preview",
+    path="/openai/realtime",
+    shape="flat",
+    auth="api-key",
+    model_param="deployment",
+    query=(("api-version", "2025-04-01-preview"),),
+    beta_names=True,
+    vad_types=("server_vad", "semantic_vad"),
+    voices=_OPENAI_VOICES,
+    modalities=("text", "audio"),
+)
 # Azure Voice Live (azure-ai-voicelive): beta-shaped session and event names, its own VAD types
 VOICE_LIVE = Dialect(
     name="voice-live",
@@ -124,7 +139,9 @@ QWEN = Dialect(
     format_aliases=(("pcm",), ("pcm", "pcm24")),
 )
 
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (OPENAI, XAI, AZURE, VOICE_LIVE, QWEN)}
+DIALECTS: dict[str, Dialect] = {
+    d.name: d for d in (OPENAI, XAI, AZURE, AZURE_PREVIEW, VOICE_LIVE, QWEN)
+}
 
 
 def dialect(name: str) -> Dialect:

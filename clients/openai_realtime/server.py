@@ -1,7 +1,8 @@
 """The fake OpenAI-family server: a thin asyncio shell around ServerProtocol, in any dialect.
 
 It serves at the dialect's path (``/v1/realtime`` for OpenAI and xAI, ``/openai/v1/realtime`` for
-Azure OpenAI, ``/voice-live/realtime`` for Azure Voice Live, ``/api-ws/v1/realtime`` for DashScope)
+Azure OpenAI, ``/openai/realtime`` for its preview API versions, ``/voice-live/realtime`` for Azure
+Voice Live, ``/api-ws/v1/realtime`` for DashScope)
 and checks the handshake before the upgrade, in this order: injected faults (``Faults.admit``),
 the path (404), the key where the dialect sends it (401: missing, empty, or not ``api_key`` when
 one is set; by default any non-empty key passes) and, when asked, the model (400).
@@ -31,6 +32,7 @@ from clients.openai_realtime.server_protocol import ServerProtocol
 __all__ = [
     "PATH",
     "start_azure",
+    "start_azure_preview",
     "start_qwen",
     "start_server",
     "start_voice_live",
@@ -114,6 +116,7 @@ def dialect_server(dialect: str) -> Callable[..., Awaitable[RunningServer]]:
 
 start_xai = dialect_server("xai")
 start_azure = dialect_server("azure")
+start_azure_preview = dialect_server("azure-preview")
 start_voice_live = dialect_server("voice-live")
 start_qwen = dialect_server("qwen")
 
