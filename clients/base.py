@@ -107,8 +107,14 @@ class DuplexClient(ABC):
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
+        self.clock: Clock = config.clock  # stamps arrivals; the session hands over its own
         self.bytes_sent = 0
         self.bytes_received = 0
+
+    def use_clock(self, clock: Clock) -> None:
+        """Stamp arrivals with ``clock`` (the session's, before ``connect``): one clock for the
+        sends, the arrivals and the timeline."""
+        self.clock = clock
 
     @property
     @abstractmethod

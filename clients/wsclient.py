@@ -88,7 +88,7 @@ class WebSocketClient(DuplexClient):
                 # websockets calls this as a factory; typed as a class only
                 create_connection=cast(
                     "type[ClientConnection]",
-                    functools.partial(StampedConnection, clock=self.config.clock),
+                    functools.partial(StampedConnection, clock=self.clock),
                 ),
             )
         except InvalidStatus as exc:
@@ -140,7 +140,7 @@ class WebSocketClient(DuplexClient):
             except ConnectionClosed as exc:
                 error = self._end_error(exc)
                 if error is not None:
-                    yield ErrorEvent(error, self.config.clock(), fatal=True)
+                    yield ErrorEvent(error, self.clock(), fatal=True)
                 return
             except SessionError as exc:
                 yield ErrorEvent(exc, ws.last_arrival, fatal=True)
@@ -173,7 +173,7 @@ class WebSocketClient(DuplexClient):
             return events, False
         error = self._end_error(ws.protocol.close_exc)
         if error is not None:
-            events.append(ErrorEvent(error, self.config.clock(), fatal=True))
+            events.append(ErrorEvent(error, self.clock(), fatal=True))
         return events, True
 
     async def aclose(self) -> None:

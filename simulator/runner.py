@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from clients.registry import client_class
 from simulator import __version__
+from simulator.admission import Headroom
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
@@ -69,6 +70,7 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sample_ids: tuple[str, ...] = ()
     quiet: bool = False
+    admission: bool = True  # False: start up to ``concurrency`` sessions whatever the headroom
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
@@ -259,28 +261,30 @@ async def _run_all(
     progress: Progress,
 ) -> None:
     gate = asyncio.Semaphore(opts.concurrency)
-    # Staggered starts: 10 ms apart so handshakes do not pile up, plus a fraction of a frame so
-    # the sessions' send instants spread over the frame's whole-millisecond ticks
-    # (``Schedule.start``) instead of all falling on the same one.
-    step_s = RAMP_STEP_S + (opts.settings.frame_ms or 20) / 1000.0 / opts.concurrency
+    # --concurrency is a ceiling: a session starts only while the sessions already running (of
+    # every run on this loop) keep pace (``Headroom``), and starts are spaced so handshakes do
+    # not pile up
+    headroom = Headroom.for_loop()
+    headroom.start()
 
-    async def one(index: int, sample: Sample) -> None:
+    async def one(sample: Sample) -> None:
         async with gate:
-            if index < opts.concurrency:
-                await asyncio.sleep(index * step_s)
+            await headroom.wait_for_room(opts.concurrency, check=opts.admission)
             progress.in_flight += 1
             try:
                 await _run_sample(sample, profile, url, opts, writer, progress)
             finally:
+                headroom.done()
                 progress.in_flight -= 1
                 progress.update()
 
     ticker = asyncio.create_task(_tick(progress))
     with realtime_tuning():
         try:
-            await asyncio.gather(*(one(i, s) for i, s in enumerate(todo)))
+            await asyncio.gather(*(one(s) for s in todo))
         finally:
             ticker.cancel()
+            await headroom.stop()
 
 
 async def _tick(progress: Progress) -> None:
@@ -322,6 +326,10 @@ async def _run_sample(
                 retry_after_s=outcome.retry_after_s,
                 rng=random.Random(),
             )
+        elif not outcome.check.valid:
+            # our own timing broke its budget (not the model's fault): run it again; if it
+            # stays invalid it is kept, marked, and left out of the latency figures
+            wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
         if wait is None:
             break
         progress.retries += 1
@@ -393,6 +401,11 @@ def outcome_row(
         wall_s=round(outcome.wall_s, 3),
         bundle=str(folder.relative_to(run_dir)),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        timing_valid=outcome.check.valid,
+        timing_invalid=outcome.check.invalid,
+        loop_lag_max_ms=outcome.check.loop_lag_max_ms,
+        recv_lag_max_ms=outcome.check.recv_lag_max_ms,
+        truncated=outcome.truncated,
     )
 
 

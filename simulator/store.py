@@ -10,13 +10,14 @@ import json
 import sqlite3
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from simulator.core.errors import ConfigError
 
 __all__ = ["ResultRow", "RunStore", "read_results", "store_filename"]
+
 
 @dataclass(frozen=True)
 class ResultRow:
@@ -44,6 +45,13 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    # our own timing kept its budget (None: recorded before it was checked), the first figure
+    # over it, and a reply cut short (max-length, deadline, server-closed)
+    timing_valid: bool | None = None
+    timing_invalid: str | None = None
+    loop_lag_max_ms: float | None = None
+    recv_lag_max_ms: float | None = None
+    truncated: str | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
@@ -64,9 +72,7 @@ _COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRo
 COLUMNS = tuple(name for name, _, _ in _COLUMNS)
 # the measurements among them (numbers, NULL when not measured)
 MEASURES = tuple(
-    name
-    for name, _, nullable in _COLUMNS
-    if nullable and _base(_HINTS[name]) in (int, float)
+    name for name, _, nullable in _COLUMNS if nullable and _base(_HINTS[name]) in (int, float)
 )
 _DEFINITIONS = ",\n    ".join(
     f"{name} {sql}" + ("" if nullable else " NOT NULL") + (" PRIMARY KEY" if i == 0 else "")
@@ -132,7 +138,11 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return [ResultRow(*r) for r in cur]
+        rows = [ResultRow(*r) for r in cur]
+        return [
+            r if r.timing_valid is None else replace(r, timing_valid=bool(r.timing_valid))
+            for r in rows
+        ]
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:

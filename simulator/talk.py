@@ -35,7 +35,7 @@ from simulator.core.vad import StreamingVad, VadConfig
 from simulator.profiles import ModelProfile, client_config
 from simulator.recording import record_session
 from simulator.runner import _check_writable, _endpoint, outcome_row
-from simulator.session import SessionOutcome, SessionSettings, run_session
+from simulator.session import LiveSource, SessionOutcome, SessionSettings, run_session
 from simulator.store import ResultRow, RunStore, store_filename
 
 __all__ = ["MicTurn", "Microphone", "TalkOptions", "talk"]
@@ -290,9 +290,7 @@ class _Talk:
         turn.stop_requested = self.stopping
         await asyncio.to_thread(speaker.wait_idle, IDLE_WAIT_S)
         self.say(f"{sample_id}: speak now (a pause of {opts.end_of_turn_ms} ms ends the turn)")
-        outcome = await run_session(
-            client, np.zeros(0, np.float32), opts.settings, tap=speaker.claim(), live=turn
-        )
+        outcome = await run_session(client, LiveSource(turn), opts.settings, tap=speaker.claim())
         folder = opts.run_dir / "sessions" / sample_id
         meta = self._meta(sample_id, client.describe(), asdict(client.capabilities), outcome)
         row = outcome_row(sample_id, "", "", outcome, 1, folder, opts.run_dir)

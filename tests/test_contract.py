@@ -199,17 +199,18 @@ async def test_pre_encoded_frames_are_the_messages_send_audio_sends(protocol, mo
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protocol):
+async def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protocol):
     """The pre-encoded context (hundreds of messages per session) must not be walked by every
     collection while sessions stream: a list of them cost 7-12 ms per young collection at 100
     sessions, a stall of every session."""
     import gc
 
-    from simulator.session import _Session
+    from simulator.useraudio import FixedContext
 
     client = client_class(protocol)(ClientConfig(url="ws://127.0.0.1:9"))
-    s = _Session(client, context(), SETTINGS, 0.0, lambda: 0.0)
-    s.encode_fixed()
+    s = FixedContext(context())
+    caps = client.capabilities
+    await s.prepare(client, caps.input_rate, caps.input_rate * caps.frame_ms // 1000)
     if not s.encoded:
         assert client.encode_audio(s.frames[:1]) is None  # a client that encodes per frame
         return
