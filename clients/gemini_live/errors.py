@@ -10,8 +10,6 @@ Every text here may come from the server: callers blank the API key out of it fi
 
 from __future__ import annotations
 
-import re
-
 from clients.httperrors import retry_in
 from simulator.core.errors import (
     ConnectError,
@@ -21,6 +19,7 @@ from simulator.core.errors import (
     RemoteError,
     SessionError,
 )
+from simulator.core.redact import redact
 
 __all__ = ["api_error", "close_error", "close_text", "redact_url"]
 
@@ -78,8 +77,7 @@ def api_error(code: int | None, status: str, message: str) -> SessionError:
 
 def redact_url(url: str, secret: str | None = None) -> str:
     """``url`` with any ``key=`` query value (and ``secret`` anywhere) blanked out."""
-    url = re.sub(r"([?&](?:key|access_token)=)[^&#]*", r"\1***", url)
-    return url.replace(secret, "***") if secret else url
+    return redact(url, (secret,))
 
 
 def close_text(code: int | None, reason: str) -> str:

@@ -10,7 +10,6 @@ import asyncio
 from typing import Any, ClassVar
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
@@ -19,6 +18,7 @@ from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import RealtimeOptions
 from clients.openai_realtime.protocol import ClientProtocol, endpoint_url
 from clients.wsclient import WebSocketClient, close_text, message_size
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = [
@@ -76,7 +76,7 @@ class OpenAIRealtimeClient(WebSocketClient):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dialect": self.dialect.name}
 
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         """session.created -> session.update -> session.updated, within connect_timeout_s."""
         timeout = self.config.connect_timeout_s
         try:

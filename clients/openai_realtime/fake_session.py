@@ -40,14 +40,6 @@ _VAD_KEYS = {
     },
     "semantic_vad": {"type", "eagerness", "create_response", "interrupt_response"},
 }  # fmt: skip
-_DEFAULT_VAD = {
-    "type": "server_vad",
-    "threshold": 0.5,
-    "prefix_padding_ms": 300,
-    "silence_duration_ms": 500,
-    "create_response": True,
-    "interrupt_response": True,
-}
 
 
 @dataclass
@@ -79,7 +71,7 @@ def default_session(d: Dialect, session_id: str, model: str | None) -> dict[str,
             "instructions": "",
             "input_audio_format": d.formats[0],
             "output_audio_format": d.formats[1],
-            "turn_detection": {**_DEFAULT_VAD, "silence_duration_ms": 800},
+            "turn_detection": {**_VAD_DEFAULTS["server_vad"], "silence_duration_ms": 800},
         }
         return flat if d.rate_field is None else {**flat, d.rate_field: d.input_rates[0]}
     return {
@@ -94,7 +86,7 @@ def default_session(d: Dialect, session_id: str, model: str | None) -> dict[str,
                 "format": dict(fmt),
                 "noise_reduction": None,
                 "transcription": None,
-                "turn_detection": {**_DEFAULT_VAD, "idle_timeout_ms": None},
+                "turn_detection": dict(_VAD_DEFAULTS["server_vad"]),
             },
             "output": {"format": dict(fmt), "voice": d.voices[0], "speed": 1.0},
         },
@@ -110,7 +102,35 @@ def apply_update(session: dict[str, Any], update: Any, d: Dialect) -> dict[str, 
         raise InvalidRequest("invalid_type", "Invalid type for 'session': expected an object.")
     check = {"ga": _check_openai, "xai": _check_xai, "flat": _check_flat}[d.shape]
     check(update, d)
-    return merge(session, update)
+    merged = merge(session, update)
+    if d.shape == "ga":
+        _retype_turn_detection(session, update, merged)
+    return merged
+
+
+def _retype_turn_detection(
+    old: dict[str, Any], update: dict[str, Any], new: dict[str, Any]
+) -> None:
+    """A turn detection of another type replaces the old one whole, filled with that type's
+    defaults (its settings do not carry over: semantic_vad has no threshold)."""
+    td = update.get("audio", {}).get("input", {}).get("turn_detection")
+    before = old["audio"]["input"].get("turn_detection")
+    if not isinstance(td, dict) or (isinstance(before, dict) and before["type"] == td["type"]):
+        return
+    new["audio"]["input"]["turn_detection"] = {**_VAD_DEFAULTS[td["type"]], **td}
+
+
+_VAD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "server_vad": {
+        "type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+        "silence_duration_ms": 500, "idle_timeout_ms": None, "create_response": True,
+        "interrupt_response": True,
+    },
+    "semantic_vad": {
+        "type": "semantic_vad", "eagerness": "auto", "create_response": True,
+        "interrupt_response": True,
+    },
+}  # fmt: skip
 
 
 def vad(session: dict[str, Any], d: Dialect) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from clients.httperrors import retry_in
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.dialects import OPENAI, Dialect
 from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "ClientProtocol",
@@ -238,10 +239,7 @@ def endpoint_url(url: str, model: str | None, dialect: Dialect = OPENAI) -> str:
 
 
 def _scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return redact(text, secrets)
 
 
 def _table(value: Any) -> dict[str, Any]:

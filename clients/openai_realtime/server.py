@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
@@ -28,6 +28,7 @@ from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse
 from clients.faults import Faults
 from clients.openai_realtime import dialects
 from clients.openai_realtime.server_protocol import ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = [
     "PATH",
@@ -52,6 +53,7 @@ async def start_server(
     dialect: str = "openai",
     beta_names: bool = False,
     require_model: bool = False,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve one dialect (``dialects.DIALECTS``); each connection gets a fresh behaviour at the
     session's input rate.
@@ -59,13 +61,13 @@ async def start_server(
     ``beta_names`` sends the retired beta event names (``response.audio.delta`` ...) to exercise
     a client's aliases (beta-shaped dialects always do). ``require_model`` refuses a handshake
     without the model (HTTP 400) as OpenAI does; off by default, since ``fake:`` profiles name
-    no model.
+    no model. ``ssl_context`` serves wss://.
     """
     faults = faults or Faults()
     d = dialects.dialect(dialect)
     ids = itertools.count(1)
 
-    def check(connection: ServerConnection, request: Request) -> Response | None:
+    def check(connection: WsConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
         if url.path.rstrip("/") != d.path:
             return _refuse(connection, 404, "invalid_request_error", "not_found", "Not found.")
@@ -79,7 +81,7 @@ async def start_server(
             return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
         return None
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         assert ws.request is not None
         protocol = ServerProtocol(
             behaviour_factory,
@@ -100,7 +102,13 @@ async def start_server(
             outbox.cancel()
 
     return await serve_websockets(
-        handler, host=host, port=port, faults=faults, path=d.path, check=check
+        handler,
+        host=host,
+        port=port,
+        faults=faults,
+        path=d.path,
+        check=check,
+        ssl_context=ssl_context,
     )
 
 
@@ -121,9 +129,7 @@ start_voice_live = dialect_server("voice-live")
 start_qwen = dialect_server("qwen")
 
 
-def _refuse(
-    connection: ServerConnection, status: int, kind: str, code: str, message: str
-) -> Response:
+def _refuse(connection: WsConnection, status: int, kind: str, code: str, message: str) -> Response:
     body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
     response = connection.respond(status, body + "\n")
     del response.headers["Content-Type"]

@@ -18,7 +18,6 @@ track delivers, speaks the data channel and applies the media-time faults.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from clients.openai_realtime import protocol as core
 from clients.openai_realtime.config import merge
 from clients.openai_realtime.dialects import OPENAI, Dialect
 from clients.openai_webrtc.rtc import ENCODER_DELAY_S, JITTER_DELAY_S
+from simulator.core import safejson
 from simulator.core.errors import ConfigError
 
 __all__ = [
@@ -316,8 +316,8 @@ class ServerProtocol:
         if self._done:
             return []
         try:
-            obj = json.loads(text)
-        except ValueError:
+            obj = safejson.loads(text)
+        except safejson.JsonError:
             return [self._error("invalid_request_error", "invalid_json", "not valid JSON")]
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             return [self._error("invalid_request_error", "invalid_event", "no string 'type'")]

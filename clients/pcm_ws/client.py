@@ -6,12 +6,12 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.pcm_ws.protocol import ClientProtocol
 from clients.wsclient import WebSocketClient, close_text, message_size
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = ["PcmWsClient"]
@@ -39,7 +39,7 @@ class PcmWsClient(WebSocketClient):
             continuous_output=True,  # one output frame per input frame, silence included
         )
 
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         hello = self._proto.hello_message()
         try:
             await ws.send(hello)
