@@ -25,6 +25,7 @@ __all__ = [
     "DuplexClient",
     "EndOfTurn",
     "ErrorEvent",
+    "ProviderEmotion",
     "SpeechStarted",
     "SpeechStopped",
     "Transcript",
@@ -97,7 +98,20 @@ class ErrorEvent:
     fatal: bool = True  # a fatal error ends the session; others are recorded and streaming goes on
 
 
-ClientEvent = AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent
+@dataclass(frozen=True, slots=True)
+class ProviderEmotion:
+    """The provider's own emotion estimate (e.g. Hume's prosody scores), kept beside ours."""
+
+    scores: Mapping[str, float]  # the provider's names and scale, as it sent them
+    arrival: float
+    role: str = "assistant"  # whose speech: "assistant" (the reply) or "user"
+    source: str = ""  # which of the provider's messages carried it
+    message_id: str | None = None
+
+
+ClientEvent = (
+    AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent | ProviderEmotion
+)
 
 
 class DuplexClient(ABC):

@@ -46,13 +46,15 @@ def refusal(
     what: str = "the WebSocket handshake",
     body: str = "",
     detail: str = "",
+    credential: str = "the API key",
 ) -> SessionError:
     """The error for an HTTP ``status`` that refused ``what``. ``body`` is only searched for key
-    words; ``detail`` (already redacted by the caller) is quoted after the status."""
+    words; ``detail`` (already redacted by the caller) is quoted after the status; a refused
+    key says to check ``credential``."""
     text = f"server refused {what}: HTTP {status}"
     said = body.lower()
     if status in (401, 403) or (status == 400 and any(w in said for w in _KEY_WORDS)):
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
+        return ConnectError(f"{text} (check {credential})", retryable=False, reason="auth")
     if "insufficient_quota" in said:  # OpenAI answers an empty account with 429 too
         return ConnectError(f"{text}{detail} (quota used up)", retryable=False, reason="quota")
     if status == 429 or "resource_exhausted" in said:

@@ -28,6 +28,8 @@ _CLIENTS: dict[str, str] = {
     "azure-voice-live": "clients.openai_realtime.client:AzureVoiceLiveClient",
     "qwen-omni-realtime": "clients.openai_realtime.client:QwenOmniRealtimeClient",
     "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
+    "hume-evi": "clients.hume_evi.client:HumeEviClient",
+    "nova-sonic": "clients.nova_sonic.client:NovaSonicClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -45,6 +47,8 @@ _SERVERS: dict[str, str] = {
     "azure-voice-live": "clients.openai_realtime.server:start_voice_live",
     "qwen-omni-realtime": "clients.openai_realtime.server:start_qwen",
     "freeze-omni": "clients.freeze_omni.server:start_server",
+    "hume-evi": "clients.hume_evi.server:start_server",
+    "nova-sonic": "clients.nova_sonic.server:start_server",
 }
 
 

@@ -29,6 +29,7 @@ from clients.base import (
     DuplexClient,
     EndOfTurn,
     ErrorEvent,
+    ProviderEmotion,
     SpeechStarted,
     SpeechStopped,
     Transcript,
@@ -331,6 +332,8 @@ class _Session:
                 "recv",
                 "speech_started" if isinstance(event, SpeechStarted) else "speech_stopped",
             )
+        elif isinstance(event, ProviderEmotion):
+            self._on_provider_emotion(event, t)
         elif isinstance(event, ErrorEvent):
             err = event.error
             self.intake.text(len(err.message))
@@ -345,6 +348,19 @@ class _Session:
             )
             if event.fatal:
                 raise err
+
+    def _on_provider_emotion(self, event: ProviderEmotion, t: float) -> None:
+        # recorded in events.jsonl as the provider said it, beside the scorer's own estimate
+        scores = {k: round(float(v), 6) for k, v in event.scores.items()}
+        self.log(
+            t,
+            "recv",
+            "provider_emotion",
+            role=event.role,
+            source=event.source,
+            id=event.message_id,
+            scores=scores,
+        )
 
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)

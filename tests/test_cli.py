@@ -47,7 +47,7 @@ def test_check_valid_benchmark(make_benchmark):
     [
         (
             lambda root: (root / "manifest.jsonl").write_text('{"id": 1}\n'),
-            ["manifest.jsonl:1: field 'id': expected a string", "field 'emotion': missing"],
+            ["manifest.jsonl:1: field 'id': expected a string", "field 'context': missing"],
         ),
         (
             lambda root: (root / "audio" / "s0.reference.wav").write_bytes(b""),

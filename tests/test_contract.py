@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.base import ClientConfig
+from clients.base import ClientConfig, DuplexClient
 from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.registry import client_class, client_protocols, fake_server_factory, server_protocols
-from clients.wsclient import WebSocketClient
 from simulator.core.benchmark import load_benchmark
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import TimingBudget
@@ -27,9 +26,11 @@ from simulator.session import SessionSettings, run_session
 from tests.test_runner import short_benchmark
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
-# a hung server is found by WebSocket pings; over WebRTC the media stack keeps running around a
-# hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
-WS_PROTOCOLS = [p for p in PROTOCOLS if issubclass(client_class(p), WebSocketClient)]
+# a hung server is found by the transport's pings (WebSocket, HTTP/2); over WebRTC the media
+# stack keeps running around a hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
+PINGED_PROTOCOLS = [
+    p for p in PROTOCOLS if client_class(p).watch_liveness is not DuplexClient.watch_liveness
+]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=1.0,
@@ -102,7 +103,7 @@ async def test_malformed_server_message_ends_the_session_with_a_reason(protocol)
     assert out.error
 
 
-@pytest.mark.parametrize("protocol", WS_PROTOCOLS)
+@pytest.mark.parametrize("protocol", PINGED_PROTOCOLS)
 async def test_a_server_that_hangs_mid_turn_fails_the_session_as_stalled(protocol):
     # continuous protocols fall silent on the wire; the others stop answering pings: either
     # way a hung server is a retryable failure, not a model that chose not to reply
@@ -193,7 +194,19 @@ async def test_pre_encoded_frames_are_the_messages_send_audio_sends(protocol, mo
         return got
 
     if not issubclass(cls, WebSocketClient):
-        assert cls(ClientConfig(url="ws://127.0.0.1:9")).encode_audio(frames) is None
+        client = cls(ClientConfig(url="ws://127.0.0.1:9"))
+        pre = client.encode_audio(frames)
+        if pre is None:
+            return
+        sent: list[str | bytes] = []
+
+        async def send_encoded(self, message):
+            sent.append(message)
+
+        monkeypatch.setattr(cls, "send_encoded", send_encoded)
+        for row in frames:
+            await client.send_audio(row)
+        assert sent == list(pre)  # send_audio sends what encode_audio made, frame for frame
         return
     encoded = await sent_by(True)
     if encoded is None:
@@ -227,12 +240,11 @@ async def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protoc
 async def test_polled_and_streamed_events_give_the_same_session(protocol, monkeypatch):
     """Draining a client's events once per frame (the session's default where the client can)
     and consuming them in a task of their own give the same reply, timing and bytes."""
-    from clients.wsclient import WebSocketClient
-
-    if not issubclass(client_class(protocol), WebSocketClient):
-        pytest.skip("only WebSocket clients are pollable")
+    cls = client_class(protocol)
+    if not cls.pollable:
+        pytest.skip("the client only streams its events")
     polled = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
-    monkeypatch.setattr(WebSocketClient, "pollable", False)
+    monkeypatch.setattr(cls, "pollable", False)
     streamed = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
     for out in (polled, streamed):
         assert out.status == "ok", out.error

@@ -44,6 +44,8 @@ def test_the_body_is_never_quoted_but_a_detail_is() -> None:
     assert "sk-abc" not in str(refusal(401, {}, body=secret_body))
     error = refusal(404, {}, what="the SDP offer", detail=": no such model")
     assert str(error).startswith("server refused the SDP offer: HTTP 404: no such model")
+    aws = refusal(403, {}, what="the Bedrock stream", credential="the AWS credentials")
+    assert str(aws).endswith("HTTP 403 (check the AWS credentials)")
 
 
 @pytest.mark.parametrize(
