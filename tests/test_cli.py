@@ -146,8 +146,12 @@ def test_models_list_shows_profiles_without_secrets(monkeypatch):
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    for name in ("gpt-realtime", "gemini-live", "grok-realtime", "moshi-local"):
-        assert name in result.stdout
+    from simulator.profiles import builtin_profiles, load_profile
+
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.strip()}
+    for name, path in builtin_profiles().items():  # every profile, with its protocol
+        assert rows[name][1] == load_profile(path).protocol
+    assert {"azure-realtime", "azure-voice-live", "qwen-omni-realtime"} <= set(rows)
     assert "OPENAI_API_KEY (set)" in result.stdout
     assert "sk-should-not-print" not in result.stdout
 

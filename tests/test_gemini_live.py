@@ -25,7 +25,7 @@ from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.gemini_live import events as wire
 from clients.gemini_live.client import GeminiLiveClient
-from clients.gemini_live.errors import close_error, handshake_error, redact_url
+from clients.gemini_live.errors import close_error, redact_url
 from clients.gemini_live.protocol import (
     PATHS,
     ClientProtocol,
@@ -335,34 +335,6 @@ def test_close_codes_map_to_errors(
     assert close_error(1000, "") is None
     during = close_error(1011, "Internal error encountered.", during_setup=True)
     assert isinstance(during, ConnectError) and during.retryable
-
-
-@pytest.mark.parametrize(
-    ("status", "headers", "body", "kind", "retryable"),
-    [
-        (401, {}, b"", ConnectError, False),
-        (403, {}, b"", ConnectError, False),
-        (
-            400,
-            {},
-            b'{"error":{"status":"INVALID_ARGUMENT","reason":"API_KEY_INVALID"}}',
-            ConnectError,
-            False,
-        ),
-        (404, {}, b"", ConnectError, False),
-        (429, {"Retry-After": "3"}, b"", RateLimited, True),
-        (503, {}, b"", ConnectError, True),
-    ],
-)
-def test_handshake_statuses_map_to_errors(
-    status: int, headers: dict[str, str], body: bytes, kind: type, retryable: bool
-) -> None:
-    error = handshake_error(status, headers, body)
-    assert type(error) is kind and error.retryable is retryable and str(status) in str(error)
-    if status in (401, 403, 400):
-        assert error.reason == "auth"
-    if status == 429:
-        assert isinstance(error, RateLimited) and error.retry_after_s == 3.0
 
 
 def test_the_key_is_redacted_from_urls_and_server_text() -> None:

@@ -7,7 +7,7 @@ media-time faults, answering each client frame with ``Action``s for the I/O laye
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,14 +28,7 @@ from clients.mediaclock import MediaClock
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import DigitalSilence
-from simulator.core.errors import (
-    ConnectError,
-    DuplexsimError,
-    ProtocolError,
-    RateLimited,
-    RemoteError,
-    SessionError,
-)
+from simulator.core.errors import DuplexsimError, ProtocolError, RemoteError
 
 __all__ = [
     "Action",
@@ -44,8 +37,6 @@ __all__ = [
     "Send",
     "ServerProtocol",
     "Stall",
-    "handshake_error",
-    "retry_after",
 ]
 
 
@@ -106,25 +97,6 @@ class ClientProtocol:
 
 def _remote_error(msg: wire.Error) -> RemoteError:
     return RemoteError(f"server error {msg.code}: {msg.message}", retryable=msg.retryable)
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header; None when absent or an HTTP date (not worth a clock)."""
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None
-
-
-def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
-    """The error for an HTTP status that refused the WebSocket upgrade."""
-    text = f"server refused the WebSocket handshake: HTTP {status}"
-    if status in (401, 403):
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429:
-        return RateLimited(text, retry_after_s=retry_after(headers.get("Retry-After")))
-    return ConnectError(text, retryable=status >= 500 or status == 408)
 
 
 class ServerProtocol:
