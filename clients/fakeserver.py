@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
+from typing import Any, Protocol
 
 from websockets.asyncio.connection import Connection
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -26,7 +27,15 @@ from clients.wsinbox import InboxServerConnection
 from clients.wswrite import send_message, try_write
 from simulator.core.errors import ProtocolError
 
-__all__ = ["DelayedOutbox", "RunningServer", "carry_out", "converse", "serve_websockets"]
+__all__ = [
+    "Conversation",
+    "DelayedOutbox",
+    "RunningServer",
+    "Untimed",
+    "carry_out",
+    "converse",
+    "serve_websockets",
+]
 
 Data = str | bytes
 _log = logging.getLogger("duplexsim.fakes")
@@ -149,32 +158,62 @@ class DelayedOutbox:
             self._task = None
 
 
-async def converse(
-    ws: ServerConnection, receive: Callable[[Data], list[Action]], outbox: DelayedOutbox
-) -> None:
-    """Answer each client message with the actions ``receive`` makes of it, in order, until
-    one finishes the connection. Plain sends are written where the message was read (no task
-    wakes per message); anything else (a close, a stall, injected latency) is carried out here."""
+class Conversation(Protocol):
+    """A fake server's pure protocol object as ``converse`` drives it: client messages in, with
+    their arrival times; ``tick`` at ``wake_at`` for what the wall clock makes due (a reply
+    generated on while the client sends nothing)."""
+
+    def receive(self, message: Data, now: float | None = None) -> list[Action]: ...
+
+    def tick(self, now: float) -> list[Action]: ...
+
+    def wake_at(self) -> float | None: ...
+
+
+class Untimed:
+    """A protocol paced by its input alone (Moshi's servers make one frame per frame heard)."""
+
+    def __init__(self, receive: Callable[[Data], list[Action]]) -> None:
+        self._receive = receive
+
+    def receive(self, message: Data, now: float | None = None) -> list[Action]:
+        return self._receive(message)
+
+    def tick(self, now: float) -> list[Action]:
+        return []
+
+    def wake_at(self) -> float | None:
+        return None
+
+
+async def converse(ws: ServerConnection, conversation: Conversation, outbox: DelayedOutbox) -> None:
+    """Answer each client message with the actions the conversation makes of it, in order, until
+    one finishes the connection; between messages, tick it when its wall clock says so. Plain
+    sends are written where the message was read (no task wakes per message); anything else (a
+    close, a stall, injected latency) is carried out here."""
     if not isinstance(ws, InboxServerConnection):
         raise TypeError(
             "converse() needs a server started with create_connection=InboxServerConnection"
         )
+    loop = asyncio.get_running_loop()
     backlog: deque[list[Action]] = deque()
     wake = asyncio.Event()
+    timer: asyncio.TimerHandle | None = None
 
     def dispatch() -> None:
         try:
             while batch := ws.take():
-                for message, _, _ in batch:
-                    answer(message)
+                for message, _, arrival in batch:
+                    handle(conversation.receive, message, arrival)
         except ProtocolError as exc:
             backlog.append([Close(1007, exc.message)])
+        arm()
         if backlog or ws.finished:
             wake.set()
 
-    def answer(message: Data) -> None:
+    def handle(make: Callable[..., list[Action]], *args: Any) -> None:
         try:
-            actions = receive(message)
+            actions = make(*args)
         except Exception:  # a bug in a fake: close as a server would, say why in the log
             _log.exception("fake server failed on a message")
             actions = [Close(1011, "internal error")]
@@ -183,6 +222,26 @@ async def converse(
         left = actions if backlog else outbox.write_now(actions)
         if left:
             backlog.append(left)
+
+    def arm(soonest: float = 0.0) -> None:
+        # one timer at a time, moved only earlier: while input flows the wake-up lies a lapse
+        # ahead and fires early at most once per lapse (no timer churn per message)
+        nonlocal timer
+        at = conversation.wake_at()
+        if at is None or (timer is not None and timer.when() <= at):
+            return
+        if timer is not None:
+            timer.cancel()
+        timer = loop.call_at(max(at, soonest), on_timer)
+
+    def on_timer() -> None:
+        nonlocal timer
+        timer = None
+        now = loop.time()
+        handle(conversation.tick, now)
+        arm(now + 0.001)  # never spin: a tick that made nothing due waits a little
+        if backlog:
+            wake.set()
 
     ws.on_arrival = dispatch
     try:
@@ -198,6 +257,8 @@ async def converse(
             await wake.wait()
     finally:
         ws.on_arrival = None
+        if timer is not None:
+            timer.cancel()
 
 
 async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:

@@ -1,12 +1,17 @@
-"""Clients and fake servers registered by protocol name; heavy imports happen only on use."""
+"""Clients and fake servers registered by protocol name; heavy imports happen only on use.
+
+A new built-in protocol is one line in each table below; a protocol from another package is an
+entry point in the ``duplexsim.protocols`` group, or a ``module:Class`` name in a profile
+(docs/extending.md).
+"""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from clients.base import DuplexClient
 from simulator.core.errors import ConfigError
+from simulator.core.plugins import PROTOCOLS_GROUP, is_object_name, load_object, plugin_names
 
 __all__ = ["client_class", "client_protocols", "fake_server_factory", "server_protocols"]
 
@@ -17,6 +22,7 @@ _CLIENTS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
+    "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -28,16 +34,17 @@ _SERVERS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.server:start_server",
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
     "openai-realtime": "clients.openai_realtime.server:start_server",
+    "freeze-omni": "clients.freeze_omni.server:start_server",
 }
 
 
-def _load(spec: str) -> Any:
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def _client_specs() -> dict[str, str]:
+    """Built-in protocols and those installed packages declare (a built-in name wins)."""
+    return plugin_names(PROTOCOLS_GROUP) | _CLIENTS
 
 
 def client_protocols() -> list[str]:
-    return sorted(_CLIENTS)
+    return sorted(_client_specs())
 
 
 def server_protocols() -> list[str]:
@@ -45,12 +52,16 @@ def server_protocols() -> list[str]:
 
 
 def client_class(protocol: str) -> type[DuplexClient]:
-    try:
-        spec = _CLIENTS[protocol]
-    except KeyError:
+    """The client of a protocol name, an installed plugin's name, or a ``module:Class`` name."""
+    spec = protocol if is_object_name(protocol) else _client_specs().get(protocol)
+    if spec is None:
         known = ", ".join(client_protocols())
-        raise ConfigError(f"unknown protocol '{protocol}' (known: {known})") from None
-    cls: type[DuplexClient] = _load(spec)
+        raise ConfigError(
+            f"unknown protocol '{protocol}' (known: {known}; or a 'module:Class' name)"
+        )
+    cls = load_object(spec, f"the {protocol} protocol")
+    if not (isinstance(cls, type) and issubclass(cls, DuplexClient)):
+        raise ConfigError(f"protocol '{protocol}': {spec} is not a DuplexClient subclass")
     return cls
 
 
@@ -60,4 +71,4 @@ def fake_server_factory(protocol: str) -> Any:
     except KeyError:
         known = ", ".join(server_protocols())
         raise ConfigError(f"no fake server for protocol '{protocol}' (known: {known})") from None
-    return _load(spec)
+    return load_object(spec, f"the {protocol} fake server")

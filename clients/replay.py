@@ -7,7 +7,6 @@ pipeline (placement, VAD, end-of-reply detection, timing) reproduces what was re
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from clients.base import (
     Transcript,
 )
 from simulator.core.audio import read_audio
+from simulator.core.bundle import EVENTS, OUTPUT, read_events, read_meta
 from simulator.core.errors import ConfigError, RemoteError
 
 __all__ = ["RecordedEvent", "ReplayClient", "load_recording"]
@@ -36,19 +36,13 @@ RecordedEvent = tuple[float, ClientEvent]  # (seconds since T0, event with arriv
 
 def load_recording(bundle: Path) -> tuple[Capabilities, list[RecordedEvent]]:
     """The recorded capabilities and received events of a session bundle."""
-    try:
-        meta: dict[str, Any] = json.loads((bundle / "meta.json").read_text(encoding="utf-8"))
-        lines = (bundle / "events.jsonl").read_text(encoding="utf-8").splitlines()
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{bundle}: not a readable session bundle ({exc})") from None
-    caps = Capabilities(**meta["capabilities"])
-    output = read_audio(bundle / "output.wav", max_duration_s=3600).samples
+    meta = read_meta(bundle)
+    caps = Capabilities(**meta.capabilities)
+    output = read_audio(bundle / OUTPUT, max_duration_s=3600).samples
     events: list[RecordedEvent] = []
-    for lineno, line in enumerate(lines, start=1):
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            raise ConfigError(f"{bundle / 'events.jsonl'}:{lineno}: not valid JSON") from None
+    for lineno, item in read_events(bundle):
+        if item is None:
+            raise ConfigError(f"{bundle / EVENTS}:{lineno}: not a JSON object")
         if item.get("dir") != "recv":
             continue
         event = _event(item, output, caps.output_rate)

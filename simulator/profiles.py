@@ -6,8 +6,10 @@ name, ``fake:BEHAVIOUR[@PROTOCOL]`` for a local reference model, or a ``ws://`` 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,14 @@ from typing import Any
 from clients.base import ClientConfig
 from simulator.core.errors import ConfigError
 
-__all__ = ["ModelProfile", "builtin_profiles", "client_config", "load_profile", "resolve_model"]
+__all__ = [
+    "ModelProfile",
+    "builtin_profiles",
+    "client_config",
+    "is_loopback_url",
+    "load_profile",
+    "resolve_model",
+]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 FAKE_KEY = "fake-local-key"
@@ -124,6 +133,17 @@ def resolve_model(spec: str) -> ModelProfile:
     )
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` points at this machine (127.0.0.0/8, ::1 or localhost)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def client_config(
     profile: ModelProfile,
     *,
@@ -133,19 +153,20 @@ def client_config(
 ) -> ClientConfig:
     """The client's settings, with the API key read from the environment variable the profile names."""
     env = os.environ if environ is None else environ
+    endpoint = url or profile.url
+    if not endpoint:
+        raise ConfigError(f"model '{profile.name}': no endpoint URL")
     api_key = None
     if profile.api_key_env:
-        api_key = env.get(profile.api_key_env)
-        if not api_key:
+        api_key = env.get(profile.api_key_env) or None
+        # a dry run against a fake on this machine needs no real key
+        if not api_key and not is_loopback_url(endpoint):
             raise ConfigError(
                 f"model '{profile.name}': environment variable "
                 f"{profile.api_key_env} is not set (it holds the API key)"
             )
-    if api_key is None and profile.fake_behaviour is not None:
+    if api_key is None and (profile.fake_behaviour is not None or profile.api_key_env):
         api_key = FAKE_KEY  # local fakes check that a key is sent, not which
-    endpoint = url or profile.url
-    if not endpoint:
-        raise ConfigError(f"model '{profile.name}': no endpoint URL")
     extra: dict[str, Any] = {} if clock is None else {"clock": clock}
     return ClientConfig(
         url=endpoint,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,8 @@ from typing import Any
 from clients.base import ClientConfig
 from clients.replay import ReplayClient
 from simulator.core.audio import read_audio
+from simulator.core.bundle import INPUT, is_bundle, read_events, read_meta
 from simulator.core.errors import ConfigError, InputError
-from simulator.recording import read_meta
 from simulator.replayaudit import TimingAudit, audit_bundle
 from simulator.session import CONTEXT_RATE, SessionSettings, run_session
 from simulator.textable import render_table
@@ -59,7 +58,7 @@ def session_bundles(run_dir: Path, sample_ids: list[str]) -> list[Path]:
     sessions = run_dir / "sessions"
     if not sessions.is_dir():
         raise ConfigError(f"{run_dir}: no recorded sessions (expected {sessions})")
-    bundles = sorted(p for p in sessions.iterdir() if (p / "meta.json").is_file())
+    bundles = sorted(p for p in sessions.iterdir() if is_bundle(p))
     if sample_ids:
         known = {p.name for p in bundles}
         missing = [s for s in sample_ids if s not in known]
@@ -76,22 +75,21 @@ def _summary(status: str, end_reason: str, timing: dict[str, Any] | None) -> dic
 
 async def replay_bundle(bundle: Path) -> ReplayResult:
     meta = read_meta(bundle)
-    settings = SessionSettings.from_description(meta["settings"])
-    sample = meta["sample"]
-    context_path = (
-        bundle / "input.wav" if sample.get("context") is None else Path(sample["context"])
-    )
+    settings = SessionSettings.from_description(dict(meta.settings))
+    sample = meta.sample
+    live = sample.kind == "live"  # the user's turn as it was sent is input.wav
+    context_path = bundle / INPUT if live or sample.context is None else Path(sample.context)
     try:
         context = read_audio(context_path, sample_rate=CONTEXT_RATE).samples
     except InputError as exc:
         raise ConfigError(f"{bundle}: cannot read the session's context ({exc})") from None
-    if sample.get("context") is None:  # a live session (talk): the user's turn as it was sent
+    if live:
         context = context[: round(_turn_end_s(bundle) * CONTEXT_RATE)]
     client = ReplayClient(ClientConfig(url=str(bundle)))
     outcome = await run_session(
-        client, context, settings, window_start_s=sample.get("context_turn_start_s") or 0.0
+        client, context, settings, window_start_s=sample.context_turn_start_s or 0.0
     )
-    rec = meta["outcome"]
+    rec = meta.outcome
     replayed_timing = None
     if outcome.timing is not None:
         replayed_timing = {
@@ -100,7 +98,7 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
             "duration_s": outcome.timing.duration_s,
         }
     return ReplayResult(
-        sample["id"],
+        sample.id,
         _summary(rec["status"], rec["end_reason"], rec["timing"]),
         _summary(outcome.status, outcome.end_reason, replayed_timing),
         await asyncio.to_thread(audit_bundle, bundle, meta),
@@ -111,8 +109,9 @@ def _turn_end_s(bundle: Path) -> float:
     """Where a live session's user turn ended: the media end of the last frame sent before its
     ``context_end`` event."""
     frame_s, end_s, last_due = 0.0, None, 0.0
-    for line in (bundle / "events.jsonl").read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
+    for lineno, event in read_events(bundle):
+        if event is None:
+            raise ConfigError(f"{bundle}: events.jsonl line {lineno} is not a JSON object")
         if event.get("kind") == "start":
             frame_s = float(event.get("frame_ms", 20)) / 1000.0
         elif event.get("dir") == "send":

@@ -7,12 +7,11 @@ behind): ``audit_bundle`` checks the recording itself, so ``replay`` reports tho
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from simulator.core.audio import read_audio
+from simulator.core.bundle import OUTPUT, BundleMeta, read_events
 from simulator.core.errors import ConfigError, InputError
 from simulator.core.timing import TimingBudget, TimingCheck, check_timing, measure_reply
 from simulator.core.vad import BEFORE_RUN_RULE, VadConfig
@@ -40,25 +39,25 @@ class TimingAudit:
         return diff is not None and abs(diff) > tolerance_ms
 
 
-def audit_bundle(bundle: Path, meta: dict[str, Any]) -> TimingAudit:
-    settings = meta.get("settings", {})
+def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
+    settings = meta.settings
     budget = TimingBudget(**settings.get("budget", {}))
     check = _send_check(bundle, budget)
-    outcome = meta.get("outcome", {})
+    outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
     remeasured = None
     if outcome.get("status") != "failed":
         vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
         try:
-            heard = read_audio(bundle / "output.wav")
+            heard = read_audio(bundle / OUTPUT)
         except InputError as exc:
-            raise ConfigError(f"{bundle}: cannot read output.wav ({exc})") from None
+            raise ConfigError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
         again = measure_reply(
             heard.samples,
             heard.sample_rate,
             speech_end_s=timing.get("speech_end_s"),
-            window_start_s=meta.get("sample", {}).get("context_turn_start_s") or 0.0,
+            window_start_s=meta.sample.context_turn_start_s or 0.0,
             vad=vad,
         )
         remeasured = again.onset_s
@@ -71,8 +70,9 @@ def _send_check(bundle: Path, budget: TimingBudget) -> TimingCheck:
     frame_s = 0.02
     errors: list[float] = []
     lags: list[float] = []
-    for line in (bundle / "events.jsonl").read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
+    for _, event in read_events(bundle):
+        if event is None:
+            continue  # a line that is not an event: the readers of events report those
         if event.get("kind") == "start":
             frame_s = float(event.get("frame_ms", 20)) / 1000.0
         elif event.get("dir") == "send" and "n" in event:

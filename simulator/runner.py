@@ -23,7 +23,6 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +32,7 @@ from simulator import __version__
 from simulator.admission import Headroom
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
+from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
@@ -40,7 +40,7 @@ from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
-from simulator.recording import remove_unfinished, write_bundle
+from simulator.recording import record_session, remove_unfinished
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -108,10 +108,10 @@ class _Writer:
         self.lock = threading.Lock()
 
     async def save(
-        self, folder: Path, outcome: SessionOutcome, meta: dict[str, Any], row: ResultRow
+        self, folder: Path, outcome: SessionOutcome, meta: BundleMeta, row: ResultRow
     ) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.pool, write_bundle, folder, outcome, meta)
+        await loop.run_in_executor(self.pool, record_session, folder, outcome, meta)
         await asyncio.to_thread(self._put, row)
 
     def _put(self, row: ResultRow) -> None:
@@ -335,22 +335,24 @@ async def _run_sample(
         progress.retries += 1
         await asyncio.sleep(wait)
     folder = opts.run_dir / "sessions" / sample.id
-    meta = {
-        "sample": {
-            "id": sample.id,
-            "language": sample.language,
-            "emotion": sample.emotion,
-            "context": str(sample.context),
-            "reference": str(sample.reference),
-            "context_turn_start_s": sample.context_turn_start_s,
-        },
-        "run_id": opts.run_id,
-        "model": profile.describe(),
-        "client": client.describe(),
-        "capabilities": asdict(client.capabilities),
-        "settings": opts.settings.describe(),
-        "attempts": attempt,
-    }
+    meta = BundleMeta(
+        sample=SampleRef(
+            id=sample.id,
+            kind="benchmark",
+            language=sample.language,
+            emotion=sample.emotion,
+            context=str(sample.context),
+            reference=str(sample.reference),
+            context_turn_start_s=sample.context_turn_start_s,
+        ),
+        run_id=opts.run_id,
+        model=profile.describe(),
+        client=client.describe(),
+        capabilities=asdict(client.capabilities),
+        settings=opts.settings.describe(),
+        outcome={},  # filled in by record_session
+        attempts=attempt,
+    )
     row = _row(sample, outcome, attempt, folder, opts.run_dir)
     await writer.save(folder, outcome, meta, row)
     if outcome.status == "failed":

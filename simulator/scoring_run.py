@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,8 +25,8 @@ from numpy.typing import NDArray
 
 from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
 from simulator.core.audio import read_audio, resample
+from simulator.core.bundle import OUTPUT, read_meta
 from simulator.core.errors import ConfigError, InputError
-from simulator.recording import read_meta
 from simulator.store import ResultRow, read_results
 
 __all__ = ["ClipJob", "ScoreCache", "ScoreOutcome", "collect_clips", "score_run"]
@@ -75,20 +75,19 @@ def cut_reply(
 def _reply_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
     if row.status != "ok" or row.onset_s is None or row.reply_duration_s is None or not row.bundle:
         return None
-    audio = read_audio(run_dir / row.bundle / "output.wav", max_duration_s=3600)
+    audio = read_audio(run_dir / row.bundle / OUTPUT, max_duration_s=3600)
     clip = cut_reply(audio.samples, audio.sample_rate, row.onset_s, row.reply_duration_s)
     return ClipJob(f"reply/{row.sample_id}", clip)
 
 
 def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
-    meta = read_meta(run_dir / row.bundle) if row.bundle else {}
-    sample = meta.get("sample", {})
-    if "reference" in sample and sample["reference"] is None:
-        return None  # a session without one (``talk``): only its reply is scored
-    path = sample.get("reference")
-    if not path:
-        raise ConfigError(f"{run_dir}: session {row.sample_id} records no reference path")
-    audio = read_audio(path, sample_rate=SAMPLE_RATE)
+    if not row.bundle:
+        raise ConfigError(f"{run_dir}: session {row.sample_id} has no recording bundle")
+    sample = read_meta(run_dir / row.bundle).sample
+    if sample.kind == "live":
+        return None  # a person's turn (``talk``): nothing to mirror, only its reply is scored
+    assert sample.reference is not None  # read_meta checks it for a benchmark session
+    audio = read_audio(sample.reference, sample_rate=SAMPLE_RATE)
     return ClipJob(f"reference/{row.sample_id}", audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)])
 
 
@@ -197,15 +196,19 @@ async def score_run(
     *,
     precision: str | None = None,
     batch: int = BATCH,
+    samples: Collection[str] | None = None,
 ) -> ScoreOutcome:
     """Score every clip of a run that the cache lacks; the cache is saved after every batch.
 
     ``precision`` is the one asked for (None: the scorer's default); a cache at another one is
     rescored. When the first fresh score comes back at another precision than the cached ones,
     those are rescored too; fresh scores at two precisions (workers set up differently) are a
-    ConfigError.
+    ConfigError. ``samples`` (None: all) are the sample ids to score.
     """
     jobs, errors = collect_clips(run_dir)
+    if samples is not None:  # keys are "reply/<id>" and "reference/<id>"
+        jobs = [j for j in jobs if j.key.partition("/")[2] in samples]
+        errors = {k: e for k, e in errors.items() if k.partition("/")[2] in samples}
     cache = ScoreCache(cache_path(run_dir, scorer), scorer, precision)
     todo = [job for job in jobs if cache.get(job) is None]
     fresh: set[str | None] = set()

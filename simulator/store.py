@@ -5,8 +5,10 @@ A run directory may hold several result files (one per shard); readers merge the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,73 +18,12 @@ from simulator.core.errors import ConfigError
 
 __all__ = ["ResultRow", "RunStore", "read_results", "store_filename"]
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS run_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS results (
-    sample_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL,
-    end_reason TEXT NOT NULL,
-    error TEXT,
-    attempts INTEGER NOT NULL,
-    language TEXT NOT NULL,
-    emotion TEXT NOT NULL,
-    latency_s REAL,
-    onset_s REAL,
-    reply_duration_s REAL,
-    overlap_s REAL,
-    speech_end_s REAL,
-    send_p50_ms REAL,
-    send_p99_ms REAL,
-    send_max_ms REAL,
-    bytes_sent INTEGER,
-    bytes_received INTEGER,
-    wall_s REAL,
-    bundle TEXT,
-    finished_at TEXT NOT NULL,
-    timing_valid INTEGER,
-    timing_invalid TEXT,
-    loop_lag_max_ms REAL,
-    recv_lag_max_ms REAL,
-    truncated TEXT
-);
-"""
-# columns added since the first schema: a results file written before them gets them as NULL
-ADDED = {
-    "timing_valid": "INTEGER",
-    "timing_invalid": "TEXT",
-    "loop_lag_max_ms": "REAL",
-    "recv_lag_max_ms": "REAL",
-    "truncated": "TEXT",
-}
-COLUMNS = (
-    "sample_id",
-    "status",
-    "end_reason",
-    "error",
-    "attempts",
-    "language",
-    "emotion",
-    "latency_s",
-    "onset_s",
-    "reply_duration_s",
-    "overlap_s",
-    "speech_end_s",
-    "send_p50_ms",
-    "send_p99_ms",
-    "send_max_ms",
-    "bytes_sent",
-    "bytes_received",
-    "wall_s",
-    "bundle",
-    "finished_at",
-    *ADDED,
-)
-# the measurements among them (REAL or INTEGER, NULL when not measured)
-MEASURES = COLUMNS[COLUMNS.index("latency_s") : COLUMNS.index("wall_s") + 1]
-
-
 @dataclass(frozen=True)
 class ResultRow:
+    """One sample's result. The table's columns, their SQL types and the order of every query
+    come from these fields: a field added here is a column everywhere (older stores gain it,
+    NULL in their rows, when opened)."""
+
     sample_id: str
     status: str
     end_reason: str
@@ -112,6 +53,40 @@ class ResultRow:
     truncated: str | None = None
 
 
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
+
+
+def _base(hint: Any) -> Any:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
+
+
+def _column(name: str, hint: Any) -> tuple[str, str, bool]:
+    """(name, SQL type, whether NULL is allowed) of one field."""
+    return name, _SQL_TYPES[_base(hint)], type(None) in typing.get_args(hint)
+
+
+_HINTS = typing.get_type_hints(ResultRow)
+_COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRow)]
+COLUMNS = tuple(name for name, _, _ in _COLUMNS)
+# the measurements among them (numbers, NULL when not measured)
+MEASURES = tuple(
+    name
+    for name, _, nullable in _COLUMNS
+    if nullable and _base(_HINTS[name]) in (int, float)
+)
+_DEFINITIONS = ",\n    ".join(
+    f"{name} {sql}" + ("" if nullable else " NOT NULL") + (" PRIMARY KEY" if i == 0 else "")
+    for i, (name, sql, nullable) in enumerate(_COLUMNS)
+)
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS run_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    {_DEFINITIONS}
+);
+"""
+
+
 def store_filename(shard: tuple[int, int] | None) -> str:
     return "results.sqlite" if shard is None else f"results-shard{shard[0]}of{shard[1]}.sqlite"
 
@@ -125,12 +100,18 @@ class RunStore:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(SCHEMA)
-            have = {r[1] for r in self.db.execute("PRAGMA table_info(results)")}
-            for name, kind in ADDED.items():
-                if name not in have:
-                    self.db.execute(f"ALTER TABLE results ADD COLUMN {name} {kind}")
+            self._add_missing_columns()
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"{path}: cannot open run results ({exc})") from None
+
+    def _add_missing_columns(self) -> None:
+        """A store written before a column existed gains it (NULL in its rows)."""
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+        for name, sql, nullable in _COLUMNS:
+            if name not in have:
+                empty = "''" if sql == "TEXT" else "0"
+                default = "" if nullable else f" NOT NULL DEFAULT {empty}"
+                self.db.execute(f"ALTER TABLE results ADD COLUMN {name} {sql}{default}")
 
     def close(self) -> None:
         self.db.close()

@@ -29,10 +29,11 @@ from clients.registry import client_class
 from simulator import __version__
 from simulator.audio_io import AudioInput, AudioOptions, Player, open_input, open_output
 from simulator.audio_io.base import FloatArray
+from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.core.errors import ConfigError
 from simulator.core.vad import StreamingVad, VadConfig
 from simulator.profiles import ModelProfile, client_config
-from simulator.recording import write_bundle
+from simulator.recording import record_session
 from simulator.runner import _check_writable, _endpoint, outcome_row
 from simulator.session import LiveSource, SessionOutcome, SessionSettings, run_session
 from simulator.store import ResultRow, RunStore, store_filename
@@ -293,42 +294,39 @@ class _Talk:
         folder = opts.run_dir / "sessions" / sample_id
         meta = self._meta(sample_id, client.describe(), asdict(client.capabilities), outcome)
         row = outcome_row(sample_id, "", "", outcome, 1, folder, opts.run_dir)
-        await asyncio.to_thread(write_bundle, folder, outcome, meta)
+        await asyncio.to_thread(record_session, folder, outcome, meta)
         self.say(turn_line(sample_id, outcome))
         return row, outcome.status == "failed"
 
     def _meta(
         self, sample_id: str, client: dict[str, Any], caps: dict[str, Any], out: SessionOutcome
-    ) -> dict[str, Any]:
+    ) -> BundleMeta:
         opts, audio = self.opts, self.opts.audio
         context_end = next((e["t"] for e in out.events if e["kind"] == "context_end"), None)
-        return {
-            "source": SOURCE,
-            "sample": {
-                "id": sample_id,
-                "language": None,
-                "emotion": None,
-                "context": None,  # the person's audio is input.wav
-                "reference": None,  # nothing to mirror: reference metrics skip this session
-                "context_turn_start_s": 0.0,
+        return BundleMeta(
+            # live: the person's audio is input.wav and there is nothing to mirror
+            sample=SampleRef(id=sample_id, kind="live", context_turn_start_s=0.0),
+            run_id=opts.run_id,
+            model=self.profile.describe(),
+            client=client,
+            capabilities=caps,
+            settings=opts.settings.describe(),
+            outcome={},  # filled in by record_session
+            attempts=1,
+            extra={
+                "source": SOURCE,
+                "talk": {
+                    "end_of_turn_ms": opts.end_of_turn_ms,
+                    "max_turn_s": opts.max_turn_s,
+                    "turn_end_s": context_end,
+                    "audio_backend": audio.backend,
+                    "input_device": audio.input_device,
+                    "output_device": audio.output_device,
+                    "audio_rate": audio.rate,
+                    "latency_ms": audio.latency_ms,
+                },
             },
-            "run_id": opts.run_id,
-            "model": self.profile.describe(),
-            "client": client,
-            "capabilities": caps,
-            "settings": opts.settings.describe(),
-            "talk": {
-                "end_of_turn_ms": opts.end_of_turn_ms,
-                "max_turn_s": opts.max_turn_s,
-                "turn_end_s": context_end,
-                "audio_backend": audio.backend,
-                "input_device": audio.input_device,
-                "output_device": audio.output_device,
-                "audio_rate": audio.rate,
-                "latency_ms": audio.latency_ms,
-            },
-            "attempts": 1,
-        }
+        )
 
 
 async def talk(

@@ -238,7 +238,7 @@ def test_device_resolution_errors_name_what_is_missing():
         resolve_device(_FakeSd([_dev("speakers")]), None, "input")
     with pytest.raises(
         AudioUnavailable,
-        match=r"no default audio output device; choose one with --device .*speakers",
+        match=r"no default audio output device; choose one with --audio-device .*speakers",
     ):
         resolve_device(_FakeSd([_dev("speakers")]), None, "output")
     with pytest.raises(AudioUnavailable, match="audio output device 'hdmi'"):

@@ -405,6 +405,9 @@ def feed(
     return out
 
 
+SERVICE = "google.ai.generativelanguage.{}.GenerativeService.{}"
+
+
 def kinds(parts: list[tuple[int, Any]]) -> list[str]:
     names = [type(p).__name__ for _, p in parts]
     return [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]  # runs collapsed
@@ -419,6 +422,15 @@ def kinds(parts: list[tuple[int, Any]]) -> list[str]:
         (PATHS[0], {}, KEY, "unregistered callers"),
         (PATHS[0], {"x-goog-api-key": "wrong"}, KEY, "API key not valid"),
         ("/ws/other", {"x-goog-api-key": KEY}, KEY, "not found"),
+        # python-genai's default version, and the method its ephemeral tokens open
+        (f"/ws/{SERVICE.format('v1', 'BidiGenerateContent')}", {"x-goog-api-key": KEY}, KEY, None),
+        (
+            f"/ws/{SERVICE.format('v1alpha', 'BidiGenerateContentConstrained')}",
+            {"Authorization": f"Token {KEY}"},
+            KEY,
+            None,
+        ),
+        (f"/ws/{SERVICE.format('v2', 'BidiGenerateContent')}", {}, None, "not found"),
     ],
 )
 def test_server_checks_path_and_key(
@@ -666,3 +678,33 @@ async def test_pre_encoded_audio_opens_the_turn_once_with_detection_off(monkeypa
         {"audio"},
         {"audio"},
     ]
+
+
+def test_server_reads_both_field_spellings_at_every_depth() -> None:
+    """proto-JSON takes lowerCamel and proto names alike; python-genai sends snake_case."""
+    pcm = base64.b64encode(b"\x01\x00\x02\x00").decode()
+    for audio in ({"mime_type": "audio/pcm;rate=16000", "data": pcm},
+                  {"mimeType": "audio/pcm;rate=16000", "data": pcm}):  # fmt: skip
+        for outer in ("realtime_input", "realtimeInput"):
+            msg = wire.decode_client(json.dumps({outer: {"audio": audio}}))
+            assert msg == wire.AudioIn(b"\x01\x00\x02\x00", 16000)
+    setup = {
+        "setup": {
+            "model": "models/m",
+            "realtime_input_config": {
+                "automatic_activity_detection": {"disabled": True, "silence_duration_ms": 300}
+            },
+            "generation_config": {"speech_config": {"voice_config": {
+                "prebuilt_voice_config": {"voice_name": "Puck"}}}},
+        }
+    }  # fmt: skip
+    got = wire.decode_client(json.dumps(setup))
+    assert isinstance(got, wire.Setup)
+    assert (got.voice, got.automatic_activity_detection, got.silence_duration_ms) == (
+        "Puck",
+        False,
+        300,
+    )
+    twice = {"realtimeInput": {"audio": {"mimeType": "audio/pcm", "mime_type": "audio/pcm"}}}
+    with pytest.raises(ProtocolError, match="given twice"):
+        wire.decode_client(json.dumps(twice))

@@ -646,3 +646,42 @@ async def test_media_faults_end_the_session(faults: Faults, reason: str, text: s
     assert out.status == "failed" and out.end_reason == reason, out.error
     assert out.error is not None and text in out.error
     assert out.send.frames < 40  # it ended about 0.4 s (+ the receive buffer) into the context
+
+
+async def test_fake_call_hears_silence_on_the_wall_clock_when_the_client_track_stops() -> None:
+    """A client track that stops sending (muted, or done talking) does not freeze the model: each
+    lapse without a frame is heard as that much silence, so a reply plays on to its end."""
+    from clients.mediaclock import LAPSE_S
+    from clients.openai_webrtc.server import _Call, _FakeServer
+
+    class Stops(MediaStreamTrack):
+        kind = "audio"
+
+        def __init__(self, frames: int) -> None:
+            super().__init__()
+            self.left = frames
+
+        async def recv(self) -> AudioFrame:
+            if self.left == 0:
+                await asyncio.Event().wait()  # never another frame
+            self.left -= 1
+            frame = AudioFrame.from_ndarray(
+                np.zeros((1, 960), np.int16), format="s16", layout="mono"
+            )
+            frame.sample_rate = 48000
+            return frame
+
+    server = _FakeServer(behaviour_factory("echo"), Faults(), None, 24000, "127.0.0.1")
+    call = _Call(server, "rtc_test", None)
+    heard: list[int] = []
+    receive = call.protocol.receive_audio
+    call.protocol.receive_audio = lambda x: heard.append(len(x)) or receive(x)  # type: ignore[method-assign]
+    task = asyncio.create_task(call._listen(Stops(3)))
+    try:
+        await asyncio.sleep(3.5 * LAPSE_S)
+    finally:
+        task.cancel()
+        await call.close()
+    assert heard[:3] == [480, 480, 480]  # the client's three 20 ms frames, at 24 kHz
+    assert heard[3:] and all(n == round(LAPSE_S * 24000) for n in heard[3:])
+    assert 2 <= len(heard[3:]) <= 4

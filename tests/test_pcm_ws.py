@@ -644,7 +644,7 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
-    from clients.fakeserver import DelayedOutbox, converse, serve_websockets
+    from clients.fakeserver import DelayedOutbox, Untimed, converse, serve_websockets
     from clients.serveractions import Send
 
     async def handler(ws: ServerConnection) -> None:
@@ -657,7 +657,7 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
                 return [Send("b0")]
             raise RuntimeError("a bug in the fake")
 
-        await converse(ws, receive, DelayedOutbox(ws))
+        await converse(ws, Untimed(receive), DelayedOutbox(ws))
 
     server = await serve_websockets(handler, host="127.0.0.1", port=0)
     try:

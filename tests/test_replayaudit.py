@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.replayaudit import audit_bundle
 from tests.conftest import voiced_signal, write_wav
 
 RATE = 16000
 
 
-def bundle(tmp_path: Path, late_ms: float, onset_s: float | None) -> tuple[Path, dict]:
+def bundle(tmp_path: Path, late_ms: float, onset_s: float | None) -> tuple[Path, BundleMeta]:
     """A recorded session: 100 frames sent, frame 50 ``late_ms`` late; a reply at 1.5-2.5 s."""
     folder = tmp_path / "sessions" / "s0"
     out = np.zeros(4 * RATE, np.float32)
@@ -26,14 +27,16 @@ def bundle(tmp_path: Path, late_ms: float, onset_s: float | None) -> tuple[Path,
         t = n * 0.02 + (late_ms / 1000 if n == 50 else 0.0001)
         events.append({"t": t, "dir": "send", "kind": "audio", "n": n, "due": n * 0.02, "woke": t})
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    meta = {
-        "sample": {"id": "s0", "context_turn_start_s": 0.0},
-        "settings": {"vad": {}, "budget": {"send_p99_ms": 5.0, "send_max_ms": 20.0}},
-        "outcome": {
+    meta = BundleMeta(
+        sample=SampleRef("s0", context_turn_start_s=0.0),
+        run_id="r",
+        model={},
+        settings={"vad": {}, "budget": {"send_p99_ms": 5.0, "send_max_ms": 20.0}},
+        outcome={
             "status": "ok" if onset_s is not None else "no-reply",
             "timing": {"onset_s": onset_s, "speech_end_s": 1.0},
         },
-    }
+    )
     return folder, meta
 
 

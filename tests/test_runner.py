@@ -91,7 +91,8 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     names = {p.name for p in bundle.iterdir()}
     assert names == {"input.wav", "output.wav", "stereo.wav", "events.jsonl", "meta.json"}
     meta = json.loads((bundle / "meta.json").read_text())
-    assert meta["bundle_version"] == 1 and meta["settings"]["frame_ms"] is None
+    assert meta["bundle_version"] == 2 and meta["kind"] == "benchmark"
+    assert meta["settings"]["frame_ms"] is None
     start = json.loads((bundle / "events.jsonl").read_text().splitlines()[0])
     assert start["kind"] == "start" and start["frame_ms"] == 20
     assert meta["settings"]["vad"]["kind"] == "webrtc" and "numpy" in meta["packages"]
@@ -261,6 +262,11 @@ def test_api_key_never_written(tmp_path):
     assert any(p.name == "meta.json" for p in files)
     for path in files:
         assert secret.encode() not in path.read_bytes(), path
+    # a hosted address (not loopback, where a dry run needs no key) without its key is refused
+    (tmp_path / "hosted.toml").write_text(
+        'name = "keyed"\nprotocol = "pcm-ws"\nurl = "wss://models.example.invalid/v1"\n'
+        'api_key_env = "DUPLEXSIM_TEST_KEY"\n'
+    )
     missing = subprocess.run(
         [
             sys.executable,
@@ -268,7 +274,7 @@ def test_api_key_never_written(tmp_path):
             "simulator",
             "run",
             "--model",
-            str(tmp_path / "m.toml"),
+            str(tmp_path / "hosted.toml"),
             "--benchmark",
             str(bench),
             "--runs-dir",

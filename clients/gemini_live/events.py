@@ -156,15 +156,15 @@ def _setup_body(s: Setup) -> dict[str, Any]:
 
 def decode_client(text: str | bytes) -> ClientMessage:
     """One client frame -> its message, for the fake server; ProtocolError says what is wrong."""
-    obj = _object(text, "client message")
-    # proto-JSON accepts both spellings; python-genai sends ``realtime_input`` (live.py)
-    keys = {"realtime_input": "realtimeInput", "client_content": "clientContent"}
-    present = [k for k in obj if keys.get(k, k) in _CLIENT_KEYS]
+    # proto-JSON accepts a field's lowerCamel name and its proto name, at every depth;
+    # python-genai sends ``realtime_input.audio.mime_type`` (live.py)
+    obj = _camel_keys(_object(text, "client message"), "client message")
+    present = [k for k in obj if k in _CLIENT_KEYS]
     if len(present) != 1:
         want = ", ".join(_CLIENT_KEYS)
         raise ProtocolError(f"a client message needs exactly one of {want}; got {sorted(obj)}")
-    key = keys.get(present[0], present[0])
-    value = _typed(obj[present[0]], dict, key)
+    key = present[0]
+    value = _typed(obj[key], dict, key)
     if key == "setup":
         return _decode_setup(value)
     if key == "realtimeInput":
@@ -454,6 +454,24 @@ def _object(data: str | bytes, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ProtocolError(f"{what} is JSON {type(obj).__name__}, not an object")
     return obj
+
+
+def _camel_keys(value: Any, where: str) -> Any:
+    """``value`` with every object key in lowerCamel spelling (``mime_type`` -> ``mimeType``);
+    both spellings of one field in one object is an error, as in proto-JSON. Free-form
+    contents (function arguments, schemas) are renamed too: this fake reads none of them."""
+    if isinstance(value, list):
+        return [_camel_keys(v, where) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        head, *rest = key.split("_")
+        name = head + "".join(w[:1].upper() + w[1:] for w in rest)
+        if name in out:
+            raise ProtocolError(f"{where}: field '{name}' is given twice ('{key}')")
+        out[name] = _camel_keys(v, f"{where}.{name}")
+    return out
 
 
 def _typed(value: Any, want: type[T], where: str) -> T:

@@ -31,6 +31,7 @@ from clients.behaviours import Behaviour
 from clients.faults import Faults
 from clients.gemini_live import events as wire
 from clients.gemini_live.errors import api_error, close_error, close_text
+from clients.mediaclock import MediaClock
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
@@ -52,8 +53,14 @@ __all__ = [
 INPUT_RATE = wire.INPUT_RATE
 OUTPUT_RATE = wire.OUTPUT_RATE
 DEFAULT_MODEL = "gemini-3.8-live"
-_SERVICE = "google.ai.generativelanguage.{}.GenerativeService.BidiGenerateContent"
-PATHS = tuple(f"/ws/{_SERVICE.format(v)}" for v in ("v1beta", "v1alpha"))
+_SERVICE = "google.ai.generativelanguage.{}.GenerativeService.{}"
+# every API version the SDK and the docs use (python-genai's default is its client's
+# api_version); the Constrained method is the one ephemeral tokens open
+PATHS = tuple(
+    f"/ws/{_SERVICE.format(version, method)}"
+    for method in ("BidiGenerateContent", "BidiGenerateContentConstrained")
+    for version in ("v1beta", "v1", "v1alpha")
+)
 
 # ClientConfig.options this protocol understands, and their types
 OPTIONS: dict[str, type] = {
@@ -234,8 +241,10 @@ class _Playback:
 class ServerProtocol:
     """One fake-server connection: key check, setup, then audio in and model turns out.
 
-    Time is media time (16 kHz input samples received). After a chunk covering [c0, c1) arrives,
-    the client is at c0 on its timeline, so a reply that starts at s in [c0, c1) is sent now,
+    Time is the session's timeline in 16 kHz input samples: the input while it flows, the wall
+    clock once it stops (``clients.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a
+    reply plays on to turnComplete when the client stops sending, as the real service's does.
+    After a chunk covering [c0, c1) arrives, the client is at c0 on its timeline, so a reply that starts at s in [c0, c1) is sent now,
     led by s - c0 of silence: its first sample lands at exactly s. Reply audio then goes out
     faster than real time (``BURST_S`` at once, then ``SPEEDUP`` x), generationComplete follows
     the last chunk, and turnComplete comes once media time has passed the reply's end (by
@@ -258,7 +267,8 @@ class ServerProtocol:
         self._quota = quota
         self._behaviour: Behaviour | None = None
         self._setup: wire.Setup | None = None
-        self._received = 0
+        self._clock = MediaClock(INPUT_RATE)
+        self._now: float | None = None  # when the message being answered arrived
         self._seen: object = None  # the behaviour's last scheduled reply
         self._pending: tuple[int, int, bytes] | None = None  # start, input samples, 24 kHz PCM
         self._playing: _Playback | None = None
@@ -273,12 +283,19 @@ class ServerProtocol:
             return self._end(1008, f"Method not found: {url.path[:60]}")
         if self._api_key is None:
             return []
-        key = headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
+        key = (
+            headers.get("x-goog-api-key")
+            or parse_qs(url.query).get("key", [""])[0]
+            or _token(headers.get("Authorization", ""))
+        )
         if not key:
             return self._end(1008, NO_KEY)
         return [] if key == self._api_key else self._end(1008, BAD_KEY)
 
-    def receive(self, data: str | bytes) -> list[Action]:
+    def receive(self, data: str | bytes, now: float | None = None) -> list[Action]:
+        """The actions answering one client message that arrived at ``now`` (None: no clock;
+        the timeline then moves with the input alone)."""
+        self._now = now
         if self._done:
             return []
         try:
@@ -315,7 +332,7 @@ class ServerProtocol:
                 self._gate = None  # a new user turn: nothing answers until it ends
                 return self._interrupt()
             case wire.ActivityEnd():
-                self._gate = self._received
+                self._gate = self._clock.received
                 return []
             case wire.Setup():
                 raise ProtocolError("setup was already sent")
@@ -323,8 +340,7 @@ class ServerProtocol:
 
     def _audio(self, samples: NDArray[np.float32]) -> list[Action]:
         assert self._behaviour is not None and self._setup is not None
-        c0 = self._received
-        self._received += samples.size
+        c0 = self._clock.heard(samples.size, self._now)
         faulted = self._media_faults()
         if faulted:
             return faulted
@@ -337,12 +353,47 @@ class ServerProtocol:
         actions: list[Action] = []
         if step.speech_started and self._setup.automatic_activity_detection:
             actions += self._interrupt()
-        self._start_reply(c0)
-        actions += self._generate()
-        if self._playing is not None and c0 >= self._playing.end + TURN_COMPLETE_AFTER:
-            self._playing = None
-            actions.append(Send(wire.encode_server([wire.TurnComplete()])))
-        return actions + self._malformed()
+        position = self._clock.position(self._now)
+        self._start_reply(c0, position)
+        actions += self._generate(position)
+        return actions + self._turn_complete(c0) + self._malformed()
+
+    def tick(self, now: float) -> list[Action]:
+        """What the wall clock has made due since the last message: a reply's start, its audio,
+        generationComplete, turnComplete."""
+        self._now = now
+        if self._done or self._setup is None:
+            return []
+        position = self._clock.position(now)
+        self._start_reply(position, position)
+        return self._generate(position) + self._turn_complete(position)
+
+    def wake_at(self) -> float | None:
+        """When ``tick`` next has something to do if no input arrives; None for never."""
+        if self._done:
+            return None
+        p = self._playing
+        if p is None:
+            # with detection off, nothing starts before the client ends its turn
+            if self._pending is None or not (self._auto or self._gate is not None):
+                return None
+            return self._clock.when(self._pending[0] + 1)
+        if not p.generated:
+            step_s = CHUNK_S * (p.sent + 1) - BURST_S
+            return self._clock.when(p.start + math.ceil(max(0.0, step_s) / SPEEDUP * INPUT_RATE))
+        return self._clock.when(p.end + TURN_COMPLETE_AFTER)
+
+    @property
+    def _auto(self) -> bool:
+        return self._setup is not None and self._setup.automatic_activity_detection
+
+    def _turn_complete(self, point: int) -> list[Action]:
+        """turnComplete once ``point`` (a chunk's start, or the timeline) has passed the reply's
+        end: the real server holds it until real-time playback is over."""
+        if self._playing is None or point < self._playing.end + TURN_COMPLETE_AFTER:
+            return []
+        self._playing = None
+        return [Send(wire.encode_server([wire.TurnComplete()]))]
 
     def _interrupt(self) -> list[Action]:
         assert self._setup is not None
@@ -356,7 +407,7 @@ class ServerProtocol:
             Send(wire.encode_server([wire.TurnComplete()])),
         ]
 
-    def _start_reply(self, c0: int) -> None:
+    def _start_reply(self, c0: int, position: int) -> None:
         if self._pending is None or self._playing is not None:
             return
         at, length, reply = self._pending
@@ -364,8 +415,8 @@ class ServerProtocol:
             if self._gate is None:
                 return  # VAD off: no reply before the client ends the turn
             at = max(at, self._gate)
-        if at >= self._received:
-            return  # it starts in a later chunk
+        if at >= position:
+            return  # it starts later
         self._pending = self._gate = None
         lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / INPUT_RATE))  # PCM16 silence
         pcm = lead + reply
@@ -373,11 +424,11 @@ class ServerProtocol:
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         self._playing = _Playback(at, at + length, chunks)
 
-    def _generate(self) -> list[Action]:
+    def _generate(self, position: int) -> list[Action]:
         p = self._playing
         if p is None:
             return []
-        elapsed_s = max(0, self._received - p.start) / INPUT_RATE
+        elapsed_s = max(0, position - p.start) / INPUT_RATE
         due = min(len(p.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
         actions: list[Action] = [
             Send(wire.encode_server([wire.ModelAudio(p.chunks[i])])) for i in range(p.sent, due)
@@ -389,7 +440,7 @@ class ServerProtocol:
         return actions
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / INPUT_RATE
+        received_s = self._clock.received / INPUT_RATE
         if Faults.reached(self._faults.close_after_s, received_s):
             goaway = Send(wire.encode_server([wire.GoAway(time_left="0s")]))
             return [goaway, *self._end(1000, "")]
@@ -400,7 +451,7 @@ class ServerProtocol:
 
     def _malformed(self) -> list[Action]:
         if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._received / INPUT_RATE
+            self._faults.malformed_after_s, self._clock.received / INPUT_RATE
         ):
             return []
         self._malformed_sent = True
@@ -422,6 +473,12 @@ def _scheduled_reply(behaviour: Behaviour) -> tuple[int, NDArray[np.float32]] | 
     """
     reply: tuple[int, NDArray[np.float32]] | None = behaviour.scheduled_reply
     return reply
+
+
+def _token(authorization: str) -> str:
+    """The key in ``Authorization: Token <key>`` (how python-genai sends an ephemeral token)."""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "token" else ""
 
 
 def _fit_reason(reason: str) -> str:

@@ -48,7 +48,7 @@ async def start_server(
                 assert ws.request is not None
                 if await carry_out(ws, protocol.open(ws.request.path, ws.request.headers), outbox):
                     return
-                await converse(ws, protocol.receive, outbox)
+                await converse(ws, protocol, outbox)
         finally:
             outbox.cancel()
 

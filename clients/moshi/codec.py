@@ -24,11 +24,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core.errors import ConfigError, ProtocolError
+from simulator.core.extras import require
 
-try:
-    import sphn
-except ImportError:  # pragma: no cover - depends on the environment
-    raise ConfigError("the moshi protocol needs sphn: pip install 'sphn>=0.2.1,<0.3'") from None
+sphn = require("sphn", "the moshi protocol")
 if hasattr(sphn.OpusStreamWriter, "read_bytes"):  # pragma: no cover - sphn 0.1's two-call API
     raise ConfigError("the moshi protocol needs sphn 0.2 (0.1 is installed)")
 

@@ -6,6 +6,10 @@ its 9-byte handshake, metadata and 40 ms packets; "personaplex", which needs ``t
 known ``voice_prompt``). ``exclusive`` takes the real servers' global lock (one conversation at a
 time, later clients wait for their handshake); ``handshake_delay_s`` stands for PersonaPlex's
 system prompts, run before the handshake.
+
+Unlike the hosted services' fakes, this one is paced by its input, as the real servers are: they
+make one output frame for each input frame heard (kyutai's ``moshi/server.py`` receive loop), so a
+client that stops sending stops the model.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
+from clients.fakeserver import (
+    DelayedOutbox,
+    RunningServer,
+    Untimed,
+    carry_out,
+    converse,
+    serve_websockets,
+)
 from clients.faults import Faults
 from clients.moshi.protocol import (
     CHAT_PATH,
@@ -74,7 +85,7 @@ async def start_server(
                     if handshake_delay_s > 0:
                         await asyncio.sleep(handshake_delay_s)
                     if not await carry_out(ws, protocol.open(), outbox):
-                        await converse(ws, protocol.receive, outbox)
+                        await converse(ws, Untimed(protocol.receive), outbox)
         finally:
             outbox.cancel()
 

@@ -88,7 +88,7 @@ async def start_server(
             with contextlib.suppress(ConnectionClosed):
                 if await carry_out(ws, protocol.opening(), outbox):
                     return
-                await converse(ws, protocol.receive, outbox)
+                await converse(ws, protocol, outbox)
         finally:
             outbox.cancel()
 

@@ -5,7 +5,9 @@ session's input rate). Its ``Step`` flags become ``input_audio_buffer.speech_sta
 ``speech_stopped`` when server VAD is on. When it decides on a reply, the reply is sent the way
 the real API sends one, faster than real time (``fake_response``): ``response.created``, the
 first second of audio as 100 ms ``response.output_audio.delta`` events at once, the rest four
-times faster than the input arrives, then the ``.done`` events and ``response.done``. The first
+times faster than the session's timeline moves, then the ``.done`` events and ``response.done``.
+The timeline is the input while it flows and the wall clock once it stops (``clients.mediaclock``;
+the shell calls ``tick`` at ``wake_at``): a reply goes on when the client stops sending. The first
 burst goes out with the input chunk in which the reply starts in media time (not when it was
 decided), led by the silence between that chunk's start and the reply's first sample, so a
 listener who plays each chunk at max(arrival, end of the previous) hears the reply start exactly
@@ -32,6 +34,7 @@ import numpy as np
 from clients.behaviours import Behaviour
 from clients.behaviours.base import FloatArray
 from clients.faults import Faults
+from clients.mediaclock import MediaClock
 from clients.openai_realtime import fake_session
 from clients.openai_realtime.events import BETA_ALIASES
 from clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
@@ -73,7 +76,8 @@ class ServerProtocol:
         self._beta_header = beta_header
         self._session = fake_session.default_session(dialect, session_id, model)
         self._behaviour: Behaviour | None = None
-        self._received = 0  # input samples, all told
+        self._clock: MediaClock | None = None  # made with the behaviour, at the input rate
+        self._now: float | None = None  # when the message being answered arrived
         self._buffered = 0  # input samples since the last commit or clear
         self._pending: tuple[int, FloatArray] | None = None  # decided, not yet started
         self._playing: FakeResponse | None = None  # started, not yet generated whole
@@ -103,8 +107,10 @@ class ServerProtocol:
             return [self._event("conversation.created", conversation=conversation)]
         return [self._event("session.created", session=self._session)]
 
-    def receive(self, message: str | bytes) -> list[Action]:
-        """The actions answering one client message."""
+    def receive(self, message: str | bytes, now: float | None = None) -> list[Action]:
+        """The actions answering one client message that arrived at ``now`` (None: no clock;
+        generation then moves with the input alone)."""
+        self._now = now
         if isinstance(message, str):
             return self.receive_text(message)
         return self.receive_binary(message)
@@ -129,6 +135,40 @@ class ServerProtocol:
             message = f"Invalid value: '{obj['type']}'. Supported values are: {known}."
             return [self._error("invalid_value", message, "type", obj.get("event_id"))]
         return handler(obj)
+
+    def tick(self, now: float) -> list[Action]:
+        """What the wall clock has made due since the last message: a reply's start, its audio,
+        its closing events (the model talks on when the client stops sending)."""
+        self._now = now
+        if self._done or self._clock is None:
+            return []
+        position = self._clock.position(now)
+        pending = self._pending
+        if pending is not None and self._may_start() and pending[0] < position:
+            return self._respond(position)
+        return self._generate()
+
+    def wake_at(self) -> float | None:
+        """When ``tick`` next has something to do if no input arrives; None for never."""
+        clock = self._clock
+        if self._done or clock is None:
+            return None
+        times: list[float | None] = []
+        if self._pending is not None and self._may_start():
+            times.append(clock.when(self._pending[0] + 1))
+        if self._playing is not None:
+            times.append(clock.when(self._playing.next_due()))
+        return min((t for t in times if t is not None), default=None)
+
+    def _may_start(self) -> bool:
+        """A decided reply starts on its own (server VAD creates responses) or was asked for."""
+        td = fake_session.vad(self._session, self._dialect)
+        auto = td is not None and td.get("create_response", True) is not False
+        return auto or self._armed > 0
+
+    @property
+    def _received(self) -> int:
+        return 0 if self._clock is None else self._clock.received
 
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], list[Action]]]:
         return {
@@ -170,8 +210,8 @@ class ServerProtocol:
             ]
         samples = pcm16_to_float(pcm)
         behaviour = self._behaviour_now()
-        c0 = self._received
-        self._received += samples.size
+        assert self._clock is not None
+        c0 = self._clock.heard(samples.size, self._now)
         self._buffered += samples.size
         faulted = self._media_faults()
         if faulted:
@@ -220,7 +260,9 @@ class ServerProtocol:
 
     def _behaviour_now(self) -> Behaviour:
         if self._behaviour is None:
-            self._behaviour = self._factory(fake_session.input_rate(self._session))
+            rate = fake_session.input_rate(self._session)
+            self._behaviour = self._factory(rate)
+            self._clock = MediaClock(rate)
         return self._behaviour
 
     def _listen(self, b: Behaviour, samples: FloatArray, c0: int) -> list[Action]:
@@ -240,9 +282,8 @@ class ServerProtocol:
             actions += self._user_item()
         self._turn_open = (self._turn_open or step.speech_started) and not step.speech_stopped
         self._capture(b, step.audio, step.reply_started, c0)
-        auto = td is not None and td.get("create_response", True) is not False
         pending = self._pending
-        if pending is not None and (auto or self._armed) and pending[0] < c0 + samples.size:
+        if pending is not None and self._may_start() and pending[0] < c0 + samples.size:
             actions += self._respond(c0)
         elif self._armed and step.speech_stopped and pending is None and not b.replying:
             actions += self._respond_empty()
@@ -273,7 +314,7 @@ class ServerProtocol:
         lead = np.zeros(max(0, at - c0), dtype=np.float32)
         pcm = float_to_pcm16(np.concatenate((lead, audio)))
         said = f"({len(audio) / rate:.2f} s of reply audio)"
-        resp = FakeResponse(self.responses, pcm, rate, min(c0, self._received), said)
+        resp = FakeResponse(self.responses, pcm, rate, c0, said)
         item = self._item(resp, None)
         actions += [
             self._event("response.created", response=self._response(resp.rid, "in_progress", [])),
@@ -293,7 +334,8 @@ class ServerProtocol:
         if resp is None:
             return []
         first = resp.sent == 0
-        chunks = resp.due(self._received)
+        assert self._clock is not None
+        chunks = resp.due(self._clock.position(self._now))
         # encoded as they go out, so a burst's first delta does not wait for the rest
         actions: list[Action] = [Burst(self._deltas(resp, chunks, first))] if chunks else []
         if resp.generated:

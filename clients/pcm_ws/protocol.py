@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 from numpy.typing import NDArray
 
 from clients.base import (
@@ -23,6 +24,7 @@ from clients.base import (
 )
 from clients.behaviours import Behaviour
 from clients.faults import Faults
+from clients.mediaclock import MediaClock
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import DigitalSilence
@@ -126,7 +128,13 @@ def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
 
 
 class ServerProtocol:
-    """One fake-server connection: hello, then one output frame per input frame, plus control."""
+    """One fake-server connection: hello, then one output frame per input frame, plus control.
+
+    The model runs on the session's timeline (``clients.mediaclock``): when the client stops
+    sending, the wall clock goes on and the server hears silence for each frame it did not get,
+    answering each with an output frame as before (``tick`` at ``wake_at``), so a reply plays
+    on to its end of turn.
+    """
 
     def __init__(
         self,
@@ -138,13 +146,17 @@ class ServerProtocol:
         self._faults = faults or Faults()
         self._session_id = session_id
         self._behaviour: Behaviour | None = None
-        self._received = 0  # input samples
+        self._clock: MediaClock | None = None  # made at hello, at its rate
+        self._frame = 0  # samples per frame, from hello
+        self._now: float | None = None  # when the message being answered arrived
         self._malformed_sent = False
         self._done = False  # closed or stalled: ignore everything
         self._zeros = DigitalSilence()  # most output frames are silence: encoded once
 
-    def receive(self, message: str | bytes) -> list[Action]:
-        """The actions answering one client message."""
+    def receive(self, message: str | bytes, now: float | None = None) -> list[Action]:
+        """The actions answering one client message that arrived at ``now`` (None: no clock;
+        the model then moves with the input alone)."""
+        self._now = now
         if isinstance(message, str):
             return self.receive_text(message)
         return self.receive_binary(message)
@@ -171,8 +183,32 @@ class ServerProtocol:
                 samples = wire.decode_audio(data)
         except ProtocolError as exc:
             return self._fail("protocol", exc)
-        self._received += samples.size
+        assert self._clock is not None
+        self._clock.heard(samples.size, now=self._now)
         return self._media_faults_before() or self._stream(self._behaviour, samples)
+
+    def tick(self, now: float) -> list[Action]:
+        """Silence heard, and the output answering it, for every frame the timeline has passed
+        without input."""
+        if self._done or self._behaviour is None or self._clock is None:
+            return []
+        position = self._clock.position(now)
+        actions: list[Action] = []
+        while not self._done and self._clock.received + self._frame <= position:
+            self._clock.filled(self._frame)
+            silence = np.zeros(self._frame, dtype=np.float32)
+            actions += self._media_faults_before() or self._stream(self._behaviour, silence)
+        return actions
+
+    def wake_at(self) -> float | None:
+        """When the next frame is due if no input arrives; None for never."""
+        if self._done or self._clock is None:
+            return None
+        return self._clock.when(self._clock.received + self._frame)
+
+    @property
+    def _received(self) -> int:
+        return 0 if self._clock is None else self._clock.received
 
     def _hello(self, hello: wire.Hello) -> list[Action]:
         if (hello.version, hello.encoding, hello.channels) != (wire.VERSION, wire.ENCODING, 1):
@@ -183,6 +219,8 @@ class ServerProtocol:
         if not 8000 <= hello.sample_rate <= 48000 or hello.frame_ms <= 0:
             raise ProtocolError(f"unsupported sample_rate {hello.sample_rate} or frame_ms")
         self._behaviour = self._factory(hello.sample_rate)
+        self._clock = MediaClock(hello.sample_rate)
+        self._frame = max(1, hello.sample_rate * hello.frame_ms // 1000)
         return [Send(wire.encode(wire.HelloAck(hello.sample_rate, self._session_id)))]
 
     def _media_faults_before(self) -> list[Action]:

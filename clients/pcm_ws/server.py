@@ -33,7 +33,7 @@ async def start_server(
         outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
             with contextlib.suppress(ConnectionClosed):
-                await converse(ws, protocol.receive, outbox)
+                await converse(ws, protocol, outbox)
         finally:
             outbox.cancel()
 

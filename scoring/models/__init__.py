@@ -1,16 +1,20 @@
-"""Emotion models (scorers), registered by name; heavy imports happen only when one is loaded."""
+"""Emotion models (scorers), registered by name; heavy imports happen only when one is loaded.
+
+Besides the built-ins below: scorers that installed packages declare as entry points in the
+``duplexsim.scorers`` group, and ``module:Class`` names (docs/extending.md).
+"""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scoring.models.base import EmotionModel
 from simulator.core.errors import ConfigError
+from simulator.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
 
-__all__ = ["EmotionModel", "check_precision", "load_scorer", "scorer_names"]
+__all__ = ["EmotionModel", "check_precision", "is_known_scorer", "load_scorer", "scorer_names"]
 
 # name -> ("module:Class", fixed keyword arguments)
 _SCORERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -27,7 +31,12 @@ _SCORERS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def scorer_names() -> list[str]:
-    return sorted(_SCORERS)
+    return sorted(plugin_names(SCORERS_GROUP) | {n: s for n, (s, _) in _SCORERS.items()})
+
+
+def is_known_scorer(name: str) -> bool:
+    """A built-in or installed scorer's name, or a ``module:Class`` name."""
+    return is_object_name(name) or name in scorer_names()
 
 
 def load_scorer(
@@ -44,7 +53,8 @@ def load_scorer(
     check_precision(name, precision)
     if precision is not None:
         options["precision"] = precision
-    model: EmotionModel = cls(model_path=model_path, device=device, **_SCORERS[name][1], **options)
+    fixed = _SCORERS[name][1] if name in _SCORERS else {}
+    model: EmotionModel = cls(model_path=model_path, device=device, **fixed, **options)
     return model
 
 
@@ -64,10 +74,18 @@ def check_precision(name: str, precision: str | None) -> None:
 
 
 def _scorer_class(name: str) -> type[EmotionModel]:
-    try:
-        spec, _ = _SCORERS[name]
-    except KeyError:
-        raise ConfigError(f"unknown scorer '{name}' (known: {', '.join(scorer_names())})") from None
-    module, _, attr = spec.partition(":")
-    cls: type[EmotionModel] = getattr(importlib.import_module(module), attr)
+    if name in _SCORERS:
+        spec = _SCORERS[name][0]
+    elif is_object_name(name):
+        spec = name
+    else:
+        spec = plugin_names(SCORERS_GROUP).get(name, "")
+    if not spec:
+        raise ConfigError(
+            f"unknown scorer '{name}' (known: {', '.join(scorer_names())}; "
+            "or a 'module:Class' name)"
+        )
+    cls = load_object(spec, f"the {name} scorer")
+    if not (isinstance(cls, type) and issubclass(cls, EmotionModel)):
+        raise ConfigError(f"scorer '{name}': {spec} is not an EmotionModel subclass")
     return cls

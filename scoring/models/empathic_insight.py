@@ -43,6 +43,7 @@ from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE, EmotionModel
 from scoring.models.precision import default_precision
 from simulator.core.emotions import HEAD_NAMES, emotion_by_name, suggest_emotion
 from simulator.core.errors import ConfigError
+from simulator.core.extras import require
 
 __all__ = [
     "ENCODER_REPO",
@@ -454,12 +455,7 @@ def _from_hf_cache(
 ) -> tuple[Path, list[Path]]:
     """The encoder and head snapshot folders from the Hugging Face cache (fetched only when
     ``download`` is true)."""
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:  # pragma: no cover - transformers depends on it
-        raise ConfigError(
-            f"empathic-insight-voice: huggingface_hub is not installed; {_HINT}"
-        ) from None
+    snapshot_download = require("huggingface_hub", "empathic-insight-voice").snapshot_download
     head_repo = HEAD_REPOS[size]
     if dimensions == "all":
         head_patterns = ["*.pth"]

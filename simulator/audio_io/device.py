@@ -53,7 +53,7 @@ def resolve_device(sd: Any, device: str | None, kind: Kind) -> int | str:
         index = sd.default.device[0 if kind == "input" else 1]
         if index is None or int(index) < 0:
             raise AudioUnavailable(
-                f"no default audio {kind} device; choose one with --device "
+                f"no default audio {kind} device; choose one with --audio-device "
                 f"(sounddevice lists: {', '.join(usable[:5])})"
             )
         return int(index)

@@ -235,7 +235,7 @@ def _open_scoring(args: argparse.Namespace) -> Scoring:
     return open_scoring(
         args.endpoint,
         server_public_key=str(args.server_key) if args.server_key else None,
-        device=args.device,
+        device=args.torch_device,
         model_path=args.model_path,
         precision=args.precision,
         factory=load_factory(args.factory) if args.factory else None,

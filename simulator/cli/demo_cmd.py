@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from simulator import eventloop
+from simulator.cli.options import add_selection_arguments, select_samples
 from simulator.cli.run_cmd import add_session_arguments, run_options
 from simulator.cli.score_cmd import (
     add_scorer_arguments,
@@ -21,16 +22,15 @@ from simulator.cli.score_cmd import (
     score_runs,
 )
 from simulator.core.benchmark import Benchmark, load_benchmark
-from simulator.core.errors import ConfigError
+from simulator.demo_data import demo_benchmark
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile
 from simulator.progress import Progress
 from simulator.runner import execute_run
 from simulator.summary import RunSummary, render_summaries, summarise_rows
 
-__all__ = ["DEMO_BENCHMARK", "register"]
+__all__ = ["register"]
 
-DEMO_BENCHMARK = Path(__file__).resolve().parents[2] / "recordings" / "demo"
 DEMO_MODELS = ("echo", "neutral", "silent")
 
 
@@ -42,8 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=",".join(DEMO_MODELS),
         help="comma-separated behaviours (default echo,neutral,silent)",
     )
-    p.add_argument("--benchmark", type=Path, default=DEMO_BENCHMARK)
-    p.add_argument("--limit", type=int, help="only the first N samples")
+    p.add_argument(
+        "--benchmark", type=Path, help="benchmark dir or manifest (default: the shipped demo)"
+    )
+    add_selection_arguments(p)
     p.add_argument("--run-prefix", help="run ids become PREFIX-BEHAVIOUR (default demo-<time>)")
     p.add_argument("--no-score", action="store_true", help="skip scoring and the leaderboard")
     add_session_arguments(p)
@@ -56,11 +58,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _demo(args: argparse.Namespace) -> int:
     if not args.no_score:
         resolve_scorer_name(args)  # a scoring flag that does not fit fails now, not after the run
-    bench = load_benchmark(args.benchmark)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ConfigError("--limit must be at least 1")
-        bench = Benchmark(bench.manifest, bench.samples[: args.limit])
+    bench = load_benchmark(args.benchmark or demo_benchmark())
+    if args.sample or args.limit is not None:
+        chosen = set(select_samples([s.id for s in bench], args.sample, args.limit))
+        bench = Benchmark(bench.manifest, tuple(s for s in bench.samples if s.id in chosen))
     behaviours = [b.strip() for b in args.models.split(",") if b.strip()]
     prefix = args.run_prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     print(
@@ -78,10 +79,15 @@ def _demo(args: argparse.Namespace) -> int:
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)
+        from simulator.report.write import PLOTS_MISSING
+
+        plots = "the PNG plots" if "png_emotion" in paths else "no PNG plots"
         print(
             f"\nleaderboard: {paths['html']} (also {paths['markdown'].name}, "
-            f"{paths['json'].name} and the PNG plots beside it)"
+            f"{paths['json'].name} and {plots} beside it)"
         )
+        if "png_emotion" not in paths:
+            print(PLOTS_MISSING)
     print(
         f"\nruns written to {args.runs_dir}/{prefix}-*; look at its sessions in a browser with "
         f"`duplexsim view {run_dirs[0]}`, replay them with `duplexsim replay {run_dirs[0]}`"

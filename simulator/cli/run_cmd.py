@@ -8,6 +8,12 @@ import sys
 from pathlib import Path
 
 from simulator import eventloop
+from simulator.cli.options import (
+    add_model_option_argument,
+    add_selection_arguments,
+    model_options,
+    select_samples,
+)
 from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
@@ -21,7 +27,7 @@ from simulator.session import SessionSettings
 from simulator.store import ResultRow
 from simulator.summary import render_summaries, summarise_rows
 
-__all__ = ["add_session_arguments", "register", "session_settings"]
+__all__ = ["add_session_arguments", "register", "session_settings", "with_overrides"]
 
 
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
@@ -82,7 +88,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
     p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
-    p.add_argument("--sample", action="append", default=[], help="run only this sample id")
+    add_selection_arguments(p)
+    add_model_option_argument(p)
     p.add_argument(
         "--monitor",
         action="store_true",
@@ -126,7 +133,10 @@ def timing_budget(text: str) -> TimingBudget:
 
 
 def run_options(
-    args: argparse.Namespace, run_id: str, shard: tuple[int, int] | None = None
+    args: argparse.Namespace,
+    run_id: str,
+    shard: tuple[int, int] | None = None,
+    sample_ids: tuple[str, ...] = (),
 ) -> RunOptions:
     if args.frame_ms is not None and not 0 < args.frame_ms <= 1000:
         raise ConfigError("--frame-ms must be between 1 and 1000")
@@ -139,18 +149,19 @@ def run_options(
         shard=shard,
         settings=session_settings(args),
         retry=RetryPolicy(max_attempts=args.retries + 1),
-        sample_ids=tuple(getattr(args, "sample", ())),
+        sample_ids=sample_ids,
         quiet=args.quiet,
     )
 
 
 def _run(args: argparse.Namespace) -> int:
-    profile = resolve_model(args.model)
-    if args.url:
-        profile = dataclasses.replace(profile, url=args.url)
+    profile = with_overrides(resolve_model(args.model), args)
     bench = load_benchmark(args.benchmark)
     shard = parse_shard(args.shard) if args.shard else None
-    opts = run_options(args, args.run_id or default_run_id(profile), shard)
+    chosen: tuple[str, ...] = ()
+    if args.sample or args.limit is not None:
+        chosen = tuple(select_samples([s.id for s in bench], args.sample, args.limit))
+    opts = run_options(args, args.run_id or default_run_id(profile), shard, chosen)
     if args.monitor:
         rows = _run_monitored(bench, profile, opts, args)
     else:
@@ -159,6 +170,16 @@ def _run(args: argparse.Namespace) -> int:
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
     return 1 if summary.failed else 0
+
+
+def with_overrides(profile: ModelProfile, args: argparse.Namespace) -> ModelProfile:
+    """The profile with ``--url`` and ``-M`` applied."""
+    if args.url:
+        profile = dataclasses.replace(profile, url=args.url)
+    if args.model_option:
+        options = model_options(args.model_option, profile.options)
+        profile = dataclasses.replace(profile, options=options)
+    return profile
 
 
 def _run_monitored(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from argparse import SUPPRESS
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from scoring.models.precision import PRECISIONS
+from simulator.cli.options import add_selection_arguments, deprecated_alias, select_samples
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import score_run
 
@@ -25,6 +27,7 @@ SCORE_DEADLINE_S = 600.0  # per batch of clips; a CPU scorer may take a while
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("score", help="score each reply and reference of runs (cached per scorer)")
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    add_selection_arguments(p)
     add_scorer_arguments(p)
     p.set_defaults(func=_score)
     r = sub.add_parser("report", help="leaderboard of scored runs: terminal, Markdown, HTML, JSON")
@@ -40,11 +43,16 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--scorer",
         default=AUTO,
-        help="prosody, empathic-insight-voice-small or -large (default: "
-        "empathic-insight-voice-small with --model-path, else prosody)",
+        help="prosody, empathic-insight-voice-small or -large, an installed plugin's name or "
+        "module:Class (default: empathic-insight-voice-small with --model-path, else prosody)",
     )
     g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
-    g.add_argument("--device", default="cpu", help="cpu or cuda:N (in-process scoring)")
+    g.add_argument(
+        "--torch-device", default="cpu", help="cpu or cuda:N (in-process scoring; default cpu)"
+    )
+    g.add_argument(
+        "--device", dest="torch_device", action=deprecated_alias("--torch-device"), help=SUPPRESS
+    )
     g.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -66,7 +74,7 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
-    from scoring.models import check_precision, scorer_names
+    from scoring.models import check_precision, is_known_scorer, scorer_names
 
     name = "empathic-insight-voice-small" if args.model_path else "prosody"
     if args.scorer != AUTO:
@@ -79,8 +87,13 @@ def resolve_scorer_name(args: argparse.Namespace) -> str:
     if args.precision is not None and getattr(args, "factory", None):
         raise ConfigError("--precision applies to the registry's scorers, not to --factory")
     in_process = not args.endpoint and not getattr(args, "factory", None)
-    if in_process and name not in scorer_names():  # a service's workers name their own
-        raise ConfigError(f"unknown scorer '{name}' (known: {', '.join(scorer_names())})")
+    if getattr(args, "factory", None) and args.scorer == AUTO:
+        raise ConfigError("--factory needs --scorer NAME: the name its scores are recorded under")
+    if in_process and not is_known_scorer(name):  # a service's workers name their own
+        raise ConfigError(
+            f"unknown scorer '{name}' (known: {', '.join(scorer_names())}; "
+            "or a 'module:Class' name)"
+        )
     check_precision(name, args.precision)
     return name
 
@@ -92,7 +105,7 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     scoring = open_scoring(
         args.endpoint,
         server_public_key=str(args.server_key) if args.server_key else None,
-        device=args.device,
+        device=args.torch_device,
         model_path=args.model_path,
         precision=args.precision,
     )
@@ -104,7 +117,9 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     try:
         for run_dir in run_dirs:
             started = time.monotonic()
-            outcome = await score_run(run_dir, name, score, precision=args.precision)
+            outcome = await score_run(
+                run_dir, name, score, precision=args.precision, samples=_chosen(args, run_dir)
+            )
             at = f", {outcome.precision}" if outcome.precision else ""
             lines.append(
                 f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
@@ -114,6 +129,17 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
     finally:
         await scoring.aclose()
     return "\n".join(lines)
+
+
+def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
+    """The sample ids ``--sample``/``--limit`` pick in a run (None: no selection, all)."""
+    patterns, limit = getattr(args, "sample", []), getattr(args, "limit", None)
+    if not patterns and limit is None:
+        return None
+    from simulator.store import read_results
+
+    _, rows = read_results(run_dir)
+    return set(select_samples([r.sample_id for r in rows], patterns, limit))
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -145,4 +171,8 @@ def _report(args: argparse.Namespace) -> int:
     text, paths = report_runs(args.run_dirs, args.scorer, out, args.seed)
     print(text)
     print("\nreport: " + ", ".join(str(p) for p in paths.values()))
+    if "png_emotion" not in paths:
+        from simulator.report.write import PLOTS_MISSING
+
+        print(PLOTS_MISSING)
     return 0

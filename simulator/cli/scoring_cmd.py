@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from argparse import SUPPRESS
 from pathlib import Path
 
 from scoring.models.precision import PRECISIONS
+from simulator.cli.options import deprecated_alias
 
 __all__ = ["register"]
 
@@ -62,7 +64,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=[],
         help="scorer to serve (repeatable; default prosody)",
     )
-    worker.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    worker.add_argument("--torch-device", default="cpu", help="cpu, cuda or cuda:N")
+    worker.add_argument(
+        "--device", dest="torch_device", action=deprecated_alias("--torch-device"), help=SUPPRESS
+    )
     worker.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     worker.add_argument(
         "--precision",
@@ -113,7 +118,7 @@ def _worker(args: argparse.Namespace) -> int:
     run_worker(
         args.connect,
         scorer_names=args.scorer or ["prosody"],
-        device=args.device,
+        device=args.torch_device,
         model_path=args.model_path,
         precision=args.precision,
         max_batch=args.max_batch,

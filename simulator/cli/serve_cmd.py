@@ -14,9 +14,8 @@ from simulator import eventloop
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError
 
-__all__ = ["DEFAULT_UTTERANCE", "register", "serve"]
+__all__ = ["register", "serve"]
 
-DEFAULT_UTTERANCE = Path(__file__).resolve().parents[2] / "recordings" / "demo" / "neutral.ogg"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -94,6 +93,16 @@ def fault_settings(args: argparse.Namespace) -> Any:
     )
 
 
+def _demo_utterance() -> Path | None:
+    from simulator.demo_data import demo_utterance
+
+    try:
+        path = demo_utterance()
+    except ConfigError:  # no demo data: the behaviour's own synthetic tone
+        return None
+    return path if path.exists() else None
+
+
 def _serve_command(args: argparse.Namespace) -> int:
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise ConfigError(
@@ -101,9 +110,7 @@ def _serve_command(args: argparse.Namespace) -> int:
             "authentication (pass --allow-remote to bind it anyway)"
         )
     utterance = args.utterance or (
-        DEFAULT_UTTERANCE
-        if args.behaviour in ("neutral", "barge-in") and DEFAULT_UTTERANCE.exists()
-        else None
+        _demo_utterance() if args.behaviour in ("neutral", "barge-in") else None
     )
     eventloop.run(
         serve(

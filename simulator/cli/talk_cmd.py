@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import time
+from argparse import SUPPRESS
 from pathlib import Path
 
 from simulator import eventloop
 from simulator.audio_io.base import AudioOptions
+from simulator.cli.options import add_model_option_argument, deprecated_alias
 from simulator.core.errors import ConfigError
 
 __all__ = ["add_audio_arguments", "add_stall_argument", "audio_options", "register"]
@@ -34,11 +35,14 @@ def add_stall_argument(g: argparse._ArgumentGroup) -> None:
 def add_audio_arguments(p: argparse.ArgumentParser, *, latency_ms: int) -> None:
     g = p.add_argument_group("audio device")
     g.add_argument(
-        "--device",
+        "--audio-device",
         help="audio device, index or name as `python -m sounddevice` lists it (default: the "
         "system default)",
     )
-    g.add_argument("--input-device", help="microphone, if not --device")
+    g.add_argument(
+        "--device", dest="audio_device", action=deprecated_alias("--audio-device"), help=SUPPRESS
+    )
+    g.add_argument("--input-device", help="microphone, if not --audio-device")
     g.add_argument(
         "--audio-rate",
         type=int,
@@ -61,8 +65,8 @@ def add_audio_arguments(p: argparse.ArgumentParser, *, latency_ms: int) -> None:
 def audio_options(args: argparse.Namespace) -> AudioOptions:
     return AudioOptions(
         backend=args.audio_backend or os.environ.get(BACKEND_ENV) or "sounddevice",
-        output_device=args.device,
-        input_device=args.input_device or args.device,
+        output_device=args.audio_device,
+        input_device=args.input_device or args.audio_device,
         rate=args.audio_rate,
         latency_ms=args.audio_latency_ms,
     )
@@ -79,6 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--url", help="override the profile's endpoint")
+    add_model_option_argument(p)
     p.add_argument("--run-id", help="name of the run (the same id again adds turns to it)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are written")
     p.add_argument("--turns", type=int, help="stop after this many turns (default: Ctrl-C)")
@@ -106,13 +111,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _talk(args: argparse.Namespace) -> int:
-    from simulator.cli.run_cmd import session_settings
+    from simulator.cli.run_cmd import session_settings, with_overrides
     from simulator.profiles import resolve_model
     from simulator.talk import TalkOptions, talk
 
-    profile = resolve_model(args.model)
-    if args.url:
-        profile = dataclasses.replace(profile, url=args.url)
+    profile = with_overrides(resolve_model(args.model), args)
     if args.frame_ms is not None and not 0 < args.frame_ms <= 1000:
         raise ConfigError("--frame-ms must be between 1 and 1000")
     run_id = args.run_id or f"talk-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 
 from simulator.core.emotions import EMOTIONS
+from simulator.core.extras import require
 from simulator.report.data import RunReport
 
 __all__ = ["emotion_bars", "language_heatmap"]
 
 
 def _pyplot() -> Any:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "the PNG plots")
     matplotlib.use("Agg")  # files only; never a window
     import matplotlib.pyplot as plt
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +24,18 @@ from numpy.typing import NDArray
 from scoring.metrics import top_emotions
 from scoring.models.base import emotion_matrix
 from simulator.core.audio import read_audio
+from simulator.core.bundle import (
+    EVENTS,
+    INPUT,
+    META,
+    OUTPUT,
+    STEREO,
+    is_bundle,
+    read_events,
+    read_meta_json,
+)
 from simulator.core.emotions import EMOTION_NAMES
-from simulator.core.errors import InputError
+from simulator.core.errors import ConfigError, InputError
 from simulator.core.timing import speech_end
 from simulator.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
 from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
@@ -55,7 +64,7 @@ MAX_LATE_SENDS = 500
 MAX_MARKERS = 2000
 MAX_AUDIO_S = 3600.0
 # the bundle's files for each player: user, model, and both (stereo: user left, model right)
-AUDIO_FILES = {"user": "input.wav", "model": "output.wav", "both": "stereo.wav"}
+AUDIO_FILES = {"user": INPUT, "model": OUTPUT, "both": STEREO}
 _ROW_NUMBERS = MEASURES
 FloatArray = NDArray[np.float32]
 
@@ -269,25 +278,25 @@ def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = No
     row = run.row(sample_id)
     notes: list[str] = list(run.row_notes.get(sample_id, []))
     folder = run.run_dir / row.bundle if row.bundle else None
-    if folder is None or not (folder / "meta.json").is_file():
+    if folder is None or not is_bundle(folder):
         notes.append("no recording bundle for this session")
         folder = None
-    meta = _read_meta(folder / "meta.json", notes) if folder else {}
+    meta = _read_meta(folder, notes) if folder else {}
     vad = _vad_config(meta, notes)
     files = {k: folder / name for k, name in AUDIO_FILES.items()} if folder else {}
     files = {k: path for k, path in files.items() if path.is_file()}
     audio_s = _audio_seconds(files)
     embed = max_embed_s is None or audio_s <= max_embed_s
-    user = _track(folder, "input.wav", vad, notes)
+    user = _track(folder, INPUT, vad, notes)
     end_s, measured = row.speech_end_s, False
     if end_s is None and user is not None and user.samples is not None:
         end_s, measured = speech_end(user.samples, AUDIO_RATE, vad), True
     if user is not None and not embed:
         user = dataclasses.replace(user, samples=None)  # drawn; the page links input.wav
-    model = _track(folder, "output.wav", vad, notes)
+    model = _track(folder, OUTPUT, vad, notes)
     if model is not None and not embed:
         model = dataclasses.replace(model, samples=None)
-    events = _read_events(folder / "events.jsonl", notes) if folder else []
+    events = _read_events(folder, notes) if folder else []
     window = _sample_number(meta, "context_turn_start_s", notes)
     times = [t.duration_s for t in (user, model) if t] + [float(e["t"]) for e in events[-1:]]
     if times:  # the recording, and every instant marked on it, so none falls off the end
@@ -330,13 +339,17 @@ def _seconds(path: Path) -> float:
 _SECTIONS = ("sample", "settings", "model", "capabilities")
 
 
-def _read_meta(path: Path, notes: list[str]) -> dict[str, Any]:
+def _read_meta(folder: Path, notes: list[str]) -> dict[str, Any]:
     """meta.json, with every section the viewer reads an object (one that is not is noted and
     left out)."""
-    meta = _read_json(path, notes)
+    try:
+        meta = read_meta_json(folder)
+    except ConfigError as exc:
+        notes.append(f"{META}: unreadable ({exc})")
+        return {}
     for key in _SECTIONS:
         if key in meta and not isinstance(meta[key], dict):
-            notes.append(f"{path.name}: '{key}' is not an object (left out)")
+            notes.append(f"{META}: '{key}' is not an object (left out)")
             del meta[key]
     return meta
 
@@ -349,18 +362,6 @@ def _sample_number(meta: dict[str, Any], key: str, notes: list[str]) -> float | 
     if x is None:
         notes.append(f"meta.json: sample.{key} is not a finite number (treated as missing)")
     return x
-
-
-def _read_json(path: Path, notes: list[str]) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        notes.append(f"{path.name}: unreadable ({exc})")
-        return {}
-    if not isinstance(data, dict):
-        notes.append(f"{path.name}: not a JSON object (left out)")
-        return {}
-    return data
 
 
 _VAD_DEFAULTS = VadConfig()
@@ -415,19 +416,15 @@ def _frames(path: Path) -> int | None:
         return None  # read_audio says what is wrong with it
 
 
-def _read_events(path: Path, notes: list[str]) -> list[dict[str, Any]]:
-    if not path.is_file():
-        notes.append(f"{path.name}: not recorded")
+def _read_events(folder: Path, notes: list[str]) -> list[dict[str, Any]]:
+    if not (folder / EVENTS).is_file():
+        notes.append(f"{EVENTS}: not recorded")
         return []
     events: list[dict[str, Any]] = []
     bad = bad_due = 0
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = None
-            t = _number(event.get("t")) if isinstance(event, dict) else None
+    try:
+        for _, event in read_events(folder):
+            t = _number(event.get("t")) if event is not None else None
             if event is None or t is None:  # no time on the timeline: nothing to show it at
                 bad += 1
                 continue
@@ -436,11 +433,13 @@ def _read_events(path: Path, notes: list[str]) -> list[dict[str, Any]]:
                 del event["due"]  # a send without its schedule: not marked late
                 bad_due += 1
             events.append(event)
+    except ConfigError as exc:
+        notes.append(str(exc))
     if bad:
-        notes.append(f"{path.name}: {bad} unreadable line{_s(bad)} left out")
+        notes.append(f"{EVENTS}: {bad} unreadable line{_s(bad)} left out")
     if bad_due:
         notes.append(
-            f"{path.name}: {bad_due} send{_s(bad_due)} without a usable 'due' time "
+            f"{EVENTS}: {bad_due} send{_s(bad_due)} without a usable 'due' time "
             "(not a finite number; treated as missing)"
         )
     return sorted(events, key=lambda e: float(e["t"]))

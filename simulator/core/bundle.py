@@ -1,0 +1,337 @@
+"""The recording bundle of one session: its one reader and writer.
+
+    sessions/<sample-id>/
+        input.wav     what was sent (context then silence), at the client's input rate
+        output.wav    the model's audio on the input timeline, at the client's output rate
+        stereo.wav    left: user, right: model, at the higher of the two rates
+        events.jsonl  every send and receive, stamped in seconds since T0
+        meta.json     bundle version, kind, sample, model, settings, outcome, package versions
+
+A bundle is written into a hidden temporary folder and renamed into place, so a reader never sees
+half of one. Version 1 bundles (no ``kind``; a talk session was told apart only by its
+``reference: null``) read as version 2: ``read_meta_json`` upgrades them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core.audio import resample, write_audio
+from simulator.core.errors import ConfigError
+
+__all__ = [
+    "BUNDLE_VERSION",
+    "EVENTS",
+    "INPUT",
+    "META",
+    "OUTPUT",
+    "STEREO",
+    "BundleMeta",
+    "Kind",
+    "SampleRef",
+    "Tracks",
+    "is_bundle",
+    "read_events",
+    "read_meta",
+    "read_meta_json",
+    "remove_unfinished",
+    "write_bundle",
+]
+
+BUNDLE_VERSION = 2
+INPUT, OUTPUT, STEREO, EVENTS, META = (
+    "input.wav",
+    "output.wav",
+    "stereo.wav",
+    "events.jsonl",
+    "meta.json",
+)
+# "benchmark": a benchmark sample (context and reference from the manifest); "live": a person's
+# turn (``talk``): the context is input.wav and there is no reference to mirror
+Kind = Literal["benchmark", "live"]
+KINDS: tuple[Kind, ...] = ("benchmark", "live")
+# A bundle is written in ``.<id>.<8 random characters>`` (``mkdtemp``) and an older attempt is
+# moved to ``.<id>.old`` while it is replaced; ``remove_unfinished`` recognises both.
+_MKDTEMP_SUFFIX = 8
+_OLD = "old"
+# the sections every reader may take as objects; the rest are kept as they are in ``extra``
+_SECTIONS = ("sample", "model", "client", "capabilities", "settings", "outcome", "packages")
+
+
+@dataclass(frozen=True)
+class SampleRef:
+    """Which sample a session played: a benchmark's (paths to its audio) or a live turn."""
+
+    id: str
+    kind: Kind = "benchmark"
+    language: str | None = None
+    emotion: str | None = None
+    context: str | None = None  # None for a live session: the user's audio is input.wav
+    reference: str | None = None  # None for a live session: nothing to mirror
+    context_turn_start_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "language": self.language,
+            "emotion": self.emotion,
+            "context": self.context,
+            "reference": self.reference,
+            "context_turn_start_s": self.context_turn_start_s,
+        }
+
+
+@dataclass(frozen=True)
+class BundleMeta:
+    """meta.json, typed. Sections whose contents belong to other owners (the model's description,
+    settings, the session outcome) stay mappings; ``extra`` keeps anything else (``talk``...)."""
+
+    sample: SampleRef
+    run_id: str
+    model: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    outcome: Mapping[str, Any]
+    client: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    attempts: int = 1
+    input_rate: int | None = None
+    output_rate: int | None = None
+    packages: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    version: int = BUNDLE_VERSION
+
+    @property
+    def kind(self) -> Kind:
+        return self.sample.kind
+
+    @property
+    def status(self) -> str:
+        return str(self.outcome.get("status", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bundle_version": self.version,
+            "kind": self.sample.kind,
+            **self.extra,
+            "sample": self.sample.to_dict(),
+            "run_id": self.run_id,
+            "model": dict(self.model),
+            "client": dict(self.client),
+            "capabilities": dict(self.capabilities),
+            "settings": dict(self.settings),
+            "attempts": self.attempts,
+            "outcome": dict(self.outcome),
+            "input_rate": self.input_rate,
+            "output_rate": self.output_rate,
+            "packages": dict(self.packages),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Tracks:
+    """The session's audio: what was sent and the model's audio on the same timeline."""
+
+    sent: NDArray[np.float32]
+    input_rate: int
+    output: NDArray[np.float32]
+    output_rate: int
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+
+def write_bundle(
+    folder: Path, meta: BundleMeta, tracks: Tracks, events: Iterable[Mapping[str, Any]]
+) -> Path:
+    """Write the bundle into ``folder``, replacing an older attempt atomically."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
+    try:
+        _write_tracks(tmp, tracks)
+        with open(tmp / EVENTS, "w", encoding="utf-8") as fh:
+            for event in events:
+                fh.write(json.dumps(event, separators=(",", ":")) + "\n")
+        text = json.dumps(meta.to_dict(), indent=2, default=str)
+        (tmp / META).write_text(text, encoding="utf-8")
+        _swap_into_place(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def _write_tracks(folder: Path, t: Tracks) -> None:
+    write_audio(folder / INPUT, t.sent, t.input_rate)
+    write_audio(folder / OUTPUT, t.output, t.output_rate)
+    rate = max(t.input_rate, t.output_rate)
+    left = resample(t.sent, t.input_rate, rate)
+    right = resample(t.output, t.output_rate, rate)
+    stereo = np.zeros((max(left.size, right.size), 2), dtype=np.float32)
+    stereo[: left.size, 0] = left
+    stereo[: right.size, 1] = right
+    write_audio(folder / STEREO, stereo, rate)
+
+
+def _swap_into_place(tmp: Path, folder: Path) -> None:
+    if folder.exists():
+        old = folder.with_name(_hidden(folder.name, _OLD))
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, folder)
+
+
+def remove_unfinished(sessions: Path, sample_ids: Iterable[str]) -> int:
+    """Delete the temporary folders a killed run left for these samples' bundles; returns how
+    many. Only these samples': other shards of the run may be writing theirs right now."""
+    if not sessions.is_dir():
+        return 0
+    wanted = set(sample_ids)
+    removed = 0
+    for entry in sessions.iterdir():
+        if entry.is_dir() and _unfinished_of(entry.name) & wanted:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _hidden(sample_id: str, suffix: str) -> str:
+    return f".{sample_id}.{suffix}"
+
+
+def _unfinished_of(name: str) -> set[str]:
+    """The sample ids a folder name could be a temporary of (an id may hold dots itself)."""
+    if not name.startswith("."):
+        return set()
+    ids = set()
+    if name.endswith(f".{_OLD}"):
+        ids.add(name[1 : -len(_OLD) - 1])
+    if len(name) > _MKDTEMP_SUFFIX + 2 and name[-_MKDTEMP_SUFFIX - 1] == ".":
+        ids.add(name[1 : -_MKDTEMP_SUFFIX - 1])
+    return ids - {""}
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+
+def is_bundle(folder: Path) -> bool:
+    return (folder / META).is_file()
+
+
+def read_meta_json(folder: Path) -> dict[str, Any]:
+    """meta.json as an object, upgraded to the current version (a ``kind``); ConfigError naming
+    the file when it cannot be read. For readers that show whatever is there (the viewer)."""
+    path = folder / META
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ConfigError(f"{path}: not a readable session bundle ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    version = data.get("bundle_version", 1)
+    if not isinstance(version, int) or version > BUNDLE_VERSION:
+        raise ConfigError(
+            f"{path}: bundle_version {version!r} is newer than this duplexsim reads "
+            f"(up to {BUNDLE_VERSION})"
+        )
+    if "kind" not in data:
+        data["kind"] = _v1_kind(data.get("sample"))
+    return data
+
+
+def _v1_kind(sample: object) -> Kind:
+    """Version 1 told a live session apart only by a sample with neither context nor reference."""
+    if isinstance(sample, dict) and sample.get("reference", "") is None:
+        return "live"
+    return "benchmark"
+
+
+def read_meta(folder: Path) -> BundleMeta:
+    """The typed meta.json of a bundle; ConfigError naming the file and field when it is off."""
+    data = read_meta_json(folder)
+    where = folder / META
+    for name in _SECTIONS:
+        if name in data and not isinstance(data[name], dict):
+            raise ConfigError(f"{where}: field '{name}' is not an object")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: field 'kind' is {kind!r}, expected one of {KINDS}")
+    sample = _sample(data.get("sample", {}), kind, where)
+    known = {"bundle_version", "kind", "run_id", "attempts", "input_rate", "output_rate"}
+    return BundleMeta(
+        sample=sample,
+        run_id=str(data.get("run_id", "")),
+        model=data.get("model", {}),
+        settings=data.get("settings", {}),
+        outcome=data.get("outcome", {}),
+        client=data.get("client", {}),
+        capabilities=data.get("capabilities", {}),
+        attempts=_int(data, "attempts", where, 1),
+        input_rate=_int(data, "input_rate", where, None),
+        output_rate=_int(data, "output_rate", where, None),
+        packages=data.get("packages", {}),
+        extra={k: v for k, v in data.items() if k not in known and k not in _SECTIONS},
+        version=int(data.get("bundle_version", 1)),
+    )
+
+
+def _sample(raw: Mapping[str, Any], kind: Kind, where: Path) -> SampleRef:
+    def text(name: str) -> str | None:
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}: field 'sample.{name}' is not a string")
+        return value
+
+    start = raw.get("context_turn_start_s")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, int | float)):
+        raise ConfigError(f"{where}: field 'sample.context_turn_start_s' is not a number")
+    sample_id = text("id")
+    if not sample_id:
+        raise ConfigError(f"{where}: field 'sample.id' is missing")
+    ref = SampleRef(
+        id=sample_id,
+        kind=kind,
+        language=text("language"),
+        emotion=text("emotion"),
+        context=text("context"),
+        reference=text("reference"),
+        context_turn_start_s=None if start is None else float(start),
+    )
+    if kind == "benchmark" and not (ref.context and ref.reference):
+        raise ConfigError(f"{where}: a benchmark session records no context or reference path")
+    return ref
+
+
+def _int(data: Mapping[str, Any], name: str, where: Path, default: int | None) -> Any:
+    value = data.get(name, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{where}: field '{name}' is not an integer")
+    return value
+
+
+def read_events(folder: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """(line number, event) for every line of events.jsonl; None for a line that is not a JSON
+    object (each reader decides what a bad line means). ConfigError if the file is unreadable."""
+    path = folder / EVENTS
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        yield lineno, event if isinstance(event, dict) else None
