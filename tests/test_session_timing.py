@@ -161,3 +161,28 @@ def test_the_summary_agrees_with_the_rows_for_a_noise_only_model(tmp_path: Path)
     assert [r.end_reason for r in rows] == ["no-reply"] * 3
     assert (summary.replied, summary.no_reply, summary.reply_rate) == (0, 3, 0.0)
     assert summary.latency_p50_ms is None and summary.overlapped == 0
+
+
+def opus_noise(level_dbfs: float):
+    """Noise through a continuous Ogg/Opus stream (encoder and decoder kept across chunks), as a
+    Moshi server sends its idle output; the decoder's output per chunk varies in size."""
+    codec = pytest.importorskip("clients.moshi.codec")
+    encoder, decoder = codec.OggOpusEncoder(RATE, 320), codec.OggOpusDecoder(RATE)
+    add = noise(level_dbfs)
+
+    def coded(audio: np.ndarray) -> np.ndarray:
+        return decoder.decode(encoder.encode(add(audio)))
+
+    return coded
+
+
+def test_opus_coded_low_noise_has_no_reply_and_the_summary_agrees(tmp_path: Path) -> None:
+    silent = behaviour_factory("silent")(RATE)
+    outs = [
+        session(ScriptedClient(silent, transform=opus_noise(level))) for level in (-39.0, -45.0)
+    ]
+    rows = [outcome_row(f"s{i}", "en", "", o, 1, tmp_path, tmp_path) for i, o in enumerate(outs)]
+    assert [(r.status, r.end_reason) for r in rows] == [("no-reply", "no-reply")] * 2
+    assert sum(o.output.any() for o in outs) == 2  # the noise was there, heard as no reply
+    summary = summarise_rows("opus", rows)
+    assert (summary.replied, summary.no_reply, summary.latency_n) == (0, 2, 0)
