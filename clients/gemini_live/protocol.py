@@ -283,9 +283,11 @@ class ServerProtocol:
             return self._end(1008, f"Method not found: {url.path[:60]}")
         if self._api_key is None:
             return []
-        key = (
+        query = parse_qs(url.query)
+        key = (  # an ephemeral token comes as access_token= or Authorization: Token
             headers.get("x-goog-api-key")
-            or parse_qs(url.query).get("key", [""])[0]
+            or query.get("key", [""])[0]
+            or query.get("access_token", [""])[0]
             or _token(headers.get("Authorization", ""))
         )
         if not key:
