@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulator.core.errors import SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "AudioOut",
@@ -107,8 +108,14 @@ class DuplexClient(ABC):
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
+        self.clock: Clock = config.clock  # stamps arrivals; the session hands over its own
         self.bytes_sent = 0
         self.bytes_received = 0
+
+    def use_clock(self, clock: Clock) -> None:
+        """Stamp arrivals with ``clock`` (the session's, before ``connect``): one clock for the
+        sends, the arrivals and the timeline."""
+        self.clock = clock
 
     @property
     @abstractmethod
@@ -162,7 +169,7 @@ class DuplexClient(ABC):
         """Settings safe to record (no secrets)."""
         return {
             "protocol": self.protocol,
-            "url": self.config.url,
+            "url": redact(self.config.url, (self.config.api_key,)),
             "model": self.config.model,
             "voice": self.config.voice,
             "options": dict(self.config.options),

@@ -103,14 +103,14 @@ class ReplayClient(DuplexClient):
 
     async def send_audio(self, samples: np.ndarray) -> None:
         if self._t0 is None:  # a driver that never announced T0: the first send is T0
-            self.timeline_started(self.config.clock())
+            self.timeline_started(self.clock())
         self.bytes_sent += samples.size * 2
 
     async def events(self) -> AsyncIterator[ClientEvent]:
         await self._started.wait()
         assert self._t0 is not None
         for t, event in self._recorded:
-            delay = self._t0 + t - self.config.clock()
+            delay = self._t0 + t - self.clock()
             if delay > 0:
                 await asyncio.sleep(delay)
             # stamped with the recorded arrival, not the wake-up time, so a replay is exact and

@@ -16,7 +16,8 @@ from websockets.http11 import Response
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
 from clients.wsconn import KEEPALIVE_TIMEOUT, WsConnection
 from clients.wsopen import connect
-from simulator.core.errors import ConnectError, Disconnected, SessionError
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from simulator.core.redact import redact
 
 __all__ = ["WebSocketClient", "WsConnection", "close_text", "message_size"]
 
@@ -26,6 +27,9 @@ def message_size(message: str | bytes) -> int:
 
 
 _DEFAULT_STALL_S = 20.0  # websockets' own ping timeout
+# close codes websockets sends when the peer's frames are at fault: protocol error, invalid
+# data (bad UTF-8 in a text frame), message too big
+_SERVER_FAULTS = frozenset({1002, 1007, 1009})
 
 
 def close_text(exc: ConnectionClosed) -> str:
@@ -77,7 +81,7 @@ class WebSocketClient(DuplexClient):
                 # found within 1.5 stall timeouts (websockets' own default: 20 s + 20 s)
                 ping_interval=self._stall_s / 2,
                 ping_timeout=self._stall_s,
-                clock=self.config.clock,
+                clock=self.clock,
             )
         except InvalidStatus as exc:
             raise self.refused(exc.response) from None
@@ -107,6 +111,9 @@ class WebSocketClient(DuplexClient):
             return Disconnected(
                 f"server answered no ping for {self._stall_s:.1f} s (stalled)", reason="stalled"
             )
+        if exc.rcvd is None and sent is not None and sent.code in _SERVER_FAULTS:
+            # we closed because of what the server sent: an oversized or broken frame
+            return ProtocolError(f"server broke the WebSocket protocol: {close_text(exc)}")
         return self.closed_error(exc)
 
     @abstractmethod
@@ -127,7 +134,7 @@ class WebSocketClient(DuplexClient):
             except ConnectionClosed as exc:
                 error = self._end_error(exc)
                 if error is not None:
-                    yield ErrorEvent(error, self.config.clock(), fatal=True)
+                    yield ErrorEvent(error, self.clock(), fatal=True)
                 return
             except SessionError as exc:
                 yield ErrorEvent(exc, ws.last_arrival, fatal=True)
@@ -160,7 +167,7 @@ class WebSocketClient(DuplexClient):
             return events, False
         error = self._end_error(ws.close_exc)
         if error is not None:
-            events.append(ErrorEvent(error, self.config.clock(), fatal=True))
+            events.append(ErrorEvent(error, self.clock(), fatal=True))
         return events, True
 
     async def aclose(self) -> None:
@@ -178,5 +185,4 @@ class WebSocketClient(DuplexClient):
         return self._ws
 
     def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+        return redact(text, (self.config.api_key,))

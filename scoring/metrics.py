@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -55,6 +55,9 @@ class SampleScores:
     reference: NDArray[np.floating[Any]] | None  # R_i; None: reference unscored -> excluded
     reply: NDArray[np.floating[Any]] | None  # M_i; None: the model never replied
     failed: bool = False  # infrastructure failure after retries -> excluded from N
+    # any other reason the sample is out of N (e.g. "timing invalid", "reply too short to
+    # score"): counted under it, never silently dropped
+    out_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class MirroringMetrics:
     seed: int
     failed_ids: tuple[str, ...] = ()
     excluded_ids: tuple[str, ...] = ()
+    # every sample out of N, by reason ("failed", "unscored" and the callers' own), with its ids
+    out_of_n: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain ints, floats, strings, lists and dicts. NaN (only when N = 0) becomes
@@ -123,6 +128,7 @@ class MirroringMetrics:
             "seed": self.seed,
             "failed_ids": list(self.failed_ids),
             "excluded_ids": list(self.excluded_ids),
+            "out_of_n": {k: list(v) for k, v in self.out_of_n.items()},
         }
 
 
@@ -157,6 +163,7 @@ class _Table:
     replied: BoolArray
     failed_ids: tuple[str, ...]
     excluded_ids: tuple[str, ...]
+    out_of_n: dict[str, tuple[str, ...]]
 
 
 def _check_sample(s: SampleScores) -> int:
@@ -201,6 +208,7 @@ def _tabulate(samples: Sequence[SampleScores]) -> _Table:
     kept: list[tuple[SampleScores, int]] = []
     failed: list[str] = []
     excluded: list[str] = []
+    out: dict[str, list[str]] = {}
     for s in samples:
         index = _check_sample(s)
         if s.sample_id in seen:
@@ -208,6 +216,8 @@ def _tabulate(samples: Sequence[SampleScores]) -> _Table:
         seen.add(s.sample_id)
         if s.failed:
             failed.append(s.sample_id)
+        elif s.out_reason is not None:
+            out.setdefault(s.out_reason, []).append(s.sample_id)
         elif s.reference is None:
             excluded.append(s.sample_id)
         else:
@@ -227,6 +237,11 @@ def _tabulate(samples: Sequence[SampleScores]) -> _Table:
         replied=np.array([s.reply is not None for s, _ in kept], dtype=np.bool_),
         failed_ids=tuple(sorted(failed)),
         excluded_ids=tuple(sorted(excluded)),
+        out_of_n={
+            reason: tuple(sorted(ids))
+            for reason, ids in (("failed", failed), ("unscored", excluded), *out.items())
+            if ids
+        },
     )
 
 
@@ -383,6 +398,7 @@ def _empty_metrics(table: _Table, permutations: int, bootstrap: int, seed: int) 
         seed=seed,
         failed_ids=table.failed_ids,
         excluded_ids=table.excluded_ids,
+        out_of_n=table.out_of_n,
     )
 
 
@@ -443,6 +459,7 @@ def compute_metrics(
         seed=seed,
         failed_ids=table.failed_ids,
         excluded_ids=table.excluded_ids,
+        out_of_n=table.out_of_n,
     )
 
 

@@ -12,6 +12,7 @@ from clients.replay import ReplayClient
 from simulator.core.audio import read_audio
 from simulator.core.bundle import INPUT, is_bundle, read_events, read_meta
 from simulator.core.errors import ConfigError, InputError
+from simulator.replayaudit import TimingAudit, audit_bundle
 from simulator.session import CONTEXT_RATE, SessionSettings, run_session
 from simulator.textable import render_table
 
@@ -25,6 +26,7 @@ class ReplayResult:
     sample_id: str
     recorded: dict[str, Any]  # status, end_reason and timing fields as recorded
     replayed: dict[str, Any]
+    audit: TimingAudit  # the recording's own sends and its reply re-measured from output.wav
 
     def diff_ms(self, name: str) -> float | None:
         a, b = self.recorded.get(name), self.replayed.get(name)
@@ -39,7 +41,17 @@ class ReplayResult:
         both = all(
             (self.recorded.get(f) is None) == (self.replayed.get(f) is None) for f in _FIELDS
         )
-        return same and both and self.worst_ms() <= tolerance_ms
+        return (
+            same
+            and both
+            and self.worst_ms() <= tolerance_ms
+            and not self.audit.disagrees(tolerance_ms)
+        )
+
+    @property
+    def over_budget(self) -> str | None:
+        """The first recorded figure over the session's timing budget, if any."""
+        return self.audit.check.invalid
 
 
 def session_bundles(run_dir: Path, sample_ids: list[str]) -> list[Path]:
@@ -89,6 +101,7 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
         sample.id,
         _summary(rec["status"], rec["end_reason"], rec["timing"]),
         _summary(outcome.status, outcome.end_reason, replayed_timing),
+        await asyncio.to_thread(audit_bundle, bundle, meta),
     )
 
 
@@ -130,6 +143,8 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
     rows = []
     for r in results:
         diff = r.diff_ms("latency_s")
+        remeasured = r.audit.onset_diff_ms
+        send = r.audit.check.send
         rows.append(
             [
                 r.sample_id,
@@ -139,6 +154,9 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
                 _ms(r.replayed["latency_s"]),
                 "-" if diff is None else f"{diff:+.1f}",
                 f"{r.worst_ms():.1f}",
+                "-" if remeasured is None else f"{remeasured:+.1f}",
+                f"{send.p99_ms:.1f} / {send.max_ms:.1f}",
+                "NO" if r.over_budget else "yes",
                 "yes" if r.agrees(tolerance_ms) else "NO",
             ]
         )
@@ -150,7 +168,21 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
         "latency ms (replay)",
         "diff ms",
         "worst diff ms",
+        "onset re-measured ms",
+        "send p99 / max ms",
+        "within budget",
         f"agrees (<= {tolerance_ms:g} ms)",
     ]
     agree = sum(r.agrees(tolerance_ms) for r in results)
-    return render_table(headers, rows) + f"\n\n{agree}/{len(results)} sessions agree"
+    text = render_table(headers, rows) + f"\n\n{agree}/{len(results)} sessions agree"
+    over = [r for r in results if r.over_budget]
+    text += f"; {len(results) - len(over)}/{len(results)} kept their timing budget"
+    problems = [f"  {r.sample_id}: over budget ({r.over_budget})" for r in over] + [
+        f"  {r.sample_id}: re-measured onset {r.audit.remeasured_onset_s} s, "
+        f"recorded {r.audit.recorded_onset_s} s"
+        for r in results
+        if r.audit.disagrees(tolerance_ms)
+    ]
+    if problems:
+        text += "\n\nsessions with timing problems:\n" + "\n".join(problems)
+    return text

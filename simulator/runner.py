@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -29,17 +30,21 @@ from numpy.typing import NDArray
 
 from clients.registry import client_class
 from simulator import __version__
+from simulator.admission import Headroom
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
+from simulator.core.names import check_name
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
+from simulator.lifeline import watch_owner
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import record_session, remove_unfinished
+from simulator.runlock import run_lock
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -69,9 +74,13 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sample_ids: tuple[str, ...] = ()
     quiet: bool = False
+    admission: bool = True  # False: start up to ``concurrency`` sessions whatever the headroom
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
 
     @property
     def run_dir(self) -> Path:
@@ -114,7 +123,10 @@ class _Writer:
 
     def _put(self, row: ResultRow) -> None:
         with self.lock:
-            self.store.put(row)
+            try:
+                self.store.put(row)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
 
 
 def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:
@@ -129,8 +141,16 @@ def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
     workers = max(1, (os.cpu_count() or 2) - 1)
     context = multiprocessing.get_context("forkserver")
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=yield_to_pacing
+        max_workers=workers,
+        mp_context=context,
+        initializer=_start_pool_worker,
+        initargs=(os.getpid(),),
     )
+
+
+def _start_pool_worker(owner_pid: int) -> None:
+    watch_owner(owner_pid)  # a worker outlives a killed run otherwise (and keeps the forkserver)
+    yield_to_pacing()
 
 
 def yield_to_pacing() -> None:
@@ -231,6 +251,14 @@ async def execute_run(
     client_class(profile.protocol)  # unknown protocol fails before anything starts
     if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
+    _check_writable(opts.run_dir)
+    with run_lock(opts.run_dir, opts.run_id, opts.shard):
+        return await _execute_locked(bench, profile, opts, progress)
+
+
+async def _execute_locked(
+    bench: Benchmark, profile: ModelProfile, opts: RunOptions, progress: Progress | None
+) -> list[ResultRow]:
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)
@@ -259,28 +287,30 @@ async def _run_all(
     progress: Progress,
 ) -> None:
     gate = asyncio.Semaphore(opts.concurrency)
-    # Staggered starts: 10 ms apart so handshakes do not pile up, plus a fraction of a frame so
-    # the sessions' send instants spread over the frame's whole-millisecond ticks
-    # (``Schedule.start``) instead of all falling on the same one.
-    step_s = RAMP_STEP_S + (opts.settings.frame_ms or 20) / 1000.0 / opts.concurrency
+    # --concurrency is a ceiling: a session starts only while the sessions already running (of
+    # every run on this loop) keep pace (``Headroom``), and starts are spaced so handshakes do
+    # not pile up
+    headroom = Headroom.for_loop()
+    headroom.start()
 
-    async def one(index: int, sample: Sample) -> None:
+    async def one(sample: Sample) -> None:
         async with gate:
-            if index < opts.concurrency:
-                await asyncio.sleep(index * step_s)
+            await headroom.wait_for_room(opts.concurrency, check=opts.admission)
             progress.in_flight += 1
             try:
                 await _run_sample(sample, profile, url, opts, writer, progress)
             finally:
+                headroom.done()
                 progress.in_flight -= 1
                 progress.update()
 
     ticker = asyncio.create_task(_tick(progress))
     with realtime_tuning():
         try:
-            await asyncio.gather(*(one(i, s) for i, s in enumerate(todo)))
+            await asyncio.gather(*(one(s) for s in todo))
         finally:
             ticker.cancel()
+            await headroom.stop()
 
 
 async def _tick(progress: Progress) -> None:
@@ -322,6 +352,10 @@ async def _run_sample(
                 retry_after_s=outcome.retry_after_s,
                 rng=random.Random(),
             )
+        elif not outcome.check.valid:
+            # our own timing broke its budget (not the model's fault): run it again; if it
+            # stays invalid it is kept, marked, and left out of the latency figures
+            wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
         if wait is None:
             break
         progress.retries += 1
@@ -393,6 +427,11 @@ def outcome_row(
         wall_s=round(outcome.wall_s, 3),
         bundle=str(folder.relative_to(run_dir)),
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        timing_valid=outcome.check.valid,
+        timing_invalid=outcome.check.invalid,
+        loop_lag_max_ms=outcome.check.loop_lag_max_ms,
+        recv_lag_max_ms=outcome.check.recv_lag_max_ms,
+        truncated=outcome.truncated,
     )
 
 

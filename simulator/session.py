@@ -1,10 +1,12 @@
-"""One session: stream a sample's context to one client in real time and capture the reply.
+"""One session: stream the user's audio to one client in real time and capture the reply.
 
-This is the only layer (with the runner) that reads the clock and sleeps. Frames go out on an
-absolute schedule; received audio is placed on the same timeline; the pure ReplyDetector decides
-when the reply is over. A client that can be polled has its events drained once per frame by the
-send loop (stamped when their bytes were read, so nothing is lost in timing); others stream them
-to a receive task.
+This is the only layer (with the runner) that reads the clock and sleeps, and it reads one clock:
+its own (the event loop's by default), handed to the client to stamp arrivals with. Frames go out
+on an absolute schedule; received audio is placed on the same timeline by ``OutputTrack`` alone;
+the pure ReplyDetector decides when the reply is over, and its decision is the session's: the same
+speech frames give the status, the reply's end and its timing. Events are drained once per frame
+by the send loop, from every client alike (stamped when their bytes were read, so nothing is lost
+in timing).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import concurrent.futures
 import contextlib
 import functools
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,19 +32,35 @@ from clients.base import (
     SpeechStarted,
     SpeechStopped,
     Transcript,
-    WireMessage,
 )
-from simulator.core.audio import frame_signal, resample
-from simulator.core.errors import Disconnected, SessionError
+from simulator.core.errors import Disconnected, ProtocolError, SessionError
+from simulator.core.intake import AHEAD_MARGIN_S, Intake
 from simulator.core.records import EventRecords
+from simulator.core.redact import redact
 from simulator.core.timeline import OutputTrack, Schedule
-from simulator.core.timing import ReplyTiming, SendStats, measure_reply, send_stats, speech_end
+from simulator.core.timing import (
+    ReplyTiming,
+    SendStats,
+    TimingBudget,
+    TimingCheck,
+    check_timing,
+    reply_timing,
+    speech_end,
+)
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
-from simulator.core.vad import StreamingVad, VadConfig
+from simulator.core.vad import BEFORE_RUN_RULE, StreamingVad, VadConfig
+from simulator.eventpump import EventPump
+from simulator.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
 
-__all__ = ["LiveInput", "SessionOutcome", "SessionSettings", "SessionTap", "run_session"]
-
-CONTEXT_RATE = 16000
+__all__ = [
+    "CONTEXT_RATE",
+    "LiveInput",
+    "LiveSource",
+    "SessionOutcome",
+    "SessionSettings",
+    "SessionTap",
+    "run_session",
+]
 
 
 class SessionTap(Protocol):
@@ -62,26 +79,6 @@ class SessionTap(Protocol):
         """The session is over (also after a failure, even one before ``on_start``)."""
 
 
-class LiveInput(Protocol):
-    """The user's side from a live source (a microphone) instead of a fixed context: the session
-    sends its frames on the usual schedule (a late one as soon as it is there), and the source
-    decides when the user's turn is over (then the reply is detected as usual, while the source
-    keeps streaming: the user can talk over the reply)."""
-
-    max_turn_s: float  # the longest the user's turn can last (for the session's deadline)
-
-    async def start(self, rate: int, frame_len: int) -> None:
-        """Get ready to deliver frames of ``frame_len`` samples at ``rate`` Hz; returns once the
-        first one can be read (T0 is taken then)."""
-
-    async def read(self) -> NDArray[np.float32]:
-        """The next frame; waits for it."""
-        ...
-
-    @property
-    def turn_ended(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class SessionSettings:
     frame_ms: int | None = None  # None: the client's preferred frame size (20 ms for pcm-ws)
@@ -91,6 +88,10 @@ class SessionSettings:
     # long (WebSocket protocols): the server is stalled
     stall_timeout_s: float = 5.0
     deadline_margin_s: float = 10.0
+    # an audible chunk at most this late after the audible one before it continues it (the gap
+    # is the transport's, not the model's pause)
+    bridge_s: float = 0.1
+    budget: TimingBudget = field(default_factory=TimingBudget)
 
     def deadline_s(self, context_s: float, connect_timeout_s: float) -> float:
         t = self.turns
@@ -109,9 +110,11 @@ class SessionSettings:
         return cls(
             frame_ms=None if data["frame_ms"] is None else int(data["frame_ms"]),
             turns=TurnSettings(**data["turns"]),
-            vad=VadConfig(**data["vad"]),
+            vad=VadConfig(**{**BEFORE_RUN_RULE, **data["vad"]}),
             stall_timeout_s=float(data["stall_timeout_s"]),
             deadline_margin_s=float(data["deadline_margin_s"]),
+            bridge_s=float(data.get("bridge_s", 0.0)),  # recorded before bridging: none
+            budget=TimingBudget(**data.get("budget", {})),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -121,6 +124,8 @@ class SessionSettings:
             "vad": vars(self.vad).copy(),
             "stall_timeout_s": self.stall_timeout_s,
             "deadline_margin_s": self.deadline_margin_s,
+            "bridge_s": self.bridge_s,
+            "budget": vars(self.budget).copy(),
         }
 
 
@@ -130,6 +135,7 @@ class SessionOutcome:
     end_reason: str
     timing: ReplyTiming | None
     send: SendStats
+    check: TimingCheck  # our own timing against the budget: can the figures be vouched for
     input_rate: int
     output_rate: int
     sent: NDArray[np.float32]  # everything sent, at input_rate
@@ -138,6 +144,7 @@ class SessionOutcome:
     bytes_sent: int = 0
     bytes_received: int = 0
     error: str | None = None
+    truncated: str | None = None  # why the reply was cut short (max-length, deadline, ...)
     retryable: bool = False
     retry_after_s: float | None = None
     wall_s: float = 0.0
@@ -153,154 +160,127 @@ class _Session:
     def __init__(
         self,
         client: DuplexClient,
-        context: NDArray[np.float32],
+        user: UserAudio,
         settings: SessionSettings,
         window_start_s: float,
         clock: Callable[[], float],
-        tap: SessionTap | None = None,
-        live: LiveInput | None = None,
+        tap: SessionTap | None,
     ):
         self.client = client
         self.caps = client.capabilities
+        self.user = user
         self.settings = settings
         self.clock = clock
+        self.tap = tap
         self.frame_ms = settings.frame_ms or self.caps.frame_ms
         self.schedule = Schedule(self.frame_ms / 1000.0)
-        self.frame_len = frame_len = self.caps.input_rate * self.frame_ms // 1000
-        self.frames = frame_signal(resample(context, CONTEXT_RATE, self.caps.input_rate), frame_len)
-        self.silence = np.zeros(frame_len, dtype=np.float32)
-        # the wire messages of the frames and of silence, when the client encodes ahead of time
-        self.encoded: Sequence[WireMessage] = ()
-        self.encoded_silence: WireMessage | None = None
-        # a live turn's end is decided by its source: until then the reply cannot end
-        self.context_end_s = math.inf if live is not None else self.schedule.due(len(self.frames))
-        self.tap = tap
-        self.live = live
-        self.live_sent: list[NDArray[np.float32]] = []
-        self.turn_frames: int | None = None  # frames sent when the user's turn ended
+        self.frame_len = self.caps.input_rate * self.frame_ms // 1000
+        # the user's turn ends where its source says (a fixed context: at its last frame)
         self.detector = ReplyDetector(
-            settings.turns, context_end_s=self.context_end_s, window_start_s=window_start_s
+            settings.turns, context_end_s=math.inf, window_start_s=window_start_s
         )
-        self.track = OutputTrack(self.caps.output_rate)
+        self.track = OutputTrack(self.caps.output_rate, bridge_s=settings.bridge_s)
+        # what a server may send is bounded: a flood fails the session instead of filling memory
+        self.intake = Intake(self.caps.output_rate, settings.turns.max_reply_s + AHEAD_MARGIN_S)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
+        # the first VAD frame that ends after the window starts: speech before it is chatter
+        self.first_frame = max(0, int(window_start_s / settings.vad.frame_s + 1e-9))
         # The hot paths record numbers in columns (no objects for the garbage collector to
         # walk); they become event dicts where the bundle is written.
         self.records = EventRecords()
+        self.inbox: DuplexClient | EventPump = client
         self.frames_sent = 0
+        self.turn_frames: int | None = None  # frames sent when the user's turn ended
         self.t0 = 0.0
         self.last_rx = 0.0
-        self.done = asyncio.Event()
-        # a pollable client's events are drained once per frame by the send loop: no task
-        # wakes for each message
-        self.polled = client.pollable
+        self.rx_lag_max_s = 0.0  # the longest an event waited between its read and its handling
+        self.ended_by: str | None = None  # how streaming stopped when the detector did not say
+
+    @property
+    def done(self) -> bool:
+        return self.detector.ended is not None or self.ended_by is not None
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
+        # every text a server sends (transcripts, error messages) passes here on its way to a file
+        for name, value in fields.items():
+            if isinstance(value, str):
+                fields[name] = redact(value, (self.client.config.api_key,))
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
         self.records.add_event(t, event)
 
     def advance_vad(self) -> None:
         """Feed the VAD everything placed since the last call (final: nothing is ever placed
-        before the track's end) and tell the detector about voiced frames."""
+        before the track's audible end) and tell the detector about speech frames."""
         end = self.track.end_samples
         if end <= self.vad_end:
             return
-        first = self.vad.frames_done
-        flags = self.vad.push(self.track.segment(self.vad_end, end))
+        spans = self.vad.speech(self.track.segment(self.vad_end, end))
         self.vad_end = end
         frame_s = self.vad.cfg.frame_s
-        for i in np.flatnonzero(flags):
-            k = first + int(i)
-            self.detector.voiced(k * frame_s, (k + 1) * frame_s)
+        for lo, hi in spans:
+            lo = max(lo, self.first_frame)
+            if hi > lo:
+                self.detector.voiced(lo * frame_s, hi * frame_s)
+
+    def model_s(self) -> float | None:
+        """How far the model's own audio has got: a stream that sends its silence is heard
+        out in its own time; for others time passing is their silence (None: now)."""
+        return self.track.stream_end_s if self.caps.continuous_output else None
 
     def tick(self, now_s: float) -> EndReason | None:
         """Advance the detector; the VAD catches up in batches, and always before an ending."""
+        model = self.model_s()
         if (
             self.track.end_samples - self.vad_end >= self.vad_batch
-            or self.detector.pending(now_s) is not None
+            or self.detector.pending(now_s, model) is not None
         ):
             self.advance_vad()
-        return self.detector.tick(now_s)
+        return self.detector.tick(now_s, model)
 
-    async def send_loop(self) -> None:
-        """Frames on the absolute schedule: the context then silence, or a live source's frames
-        (a frame the source delivers late goes out as soon as it is there)."""
-        live = self.live
+    async def stream(self) -> None:
+        """Frames on the absolute schedule; after each, the events received since, then the
+        detector on the media time sent (so a loaded client still sends its whole schedule)."""
         n = 0
-        if live is None and len(self.frames) == 0:
+        if self.user.turn_over(0):
             await self._end_turn(0)  # an empty context: the turn is over before it began
-        while not self.done.is_set():
-            chunk = await live.read() if live is not None else None
+        while not self.done:
+            chunk, message = await self.user.frame(n)
             due = self.t0 + self.schedule.due(n)
             delay = due - self.clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if self.done.is_set():
-                break
-            now = self.clock()
+            woke = self.clock()
             try:
-                if chunk is None:
-                    chunk = await self._send_fixed(n)
-                else:
+                if message is None:
                     await self.client.send_audio(chunk)
+                else:
+                    await self.client.send_encoded(message)
             except SessionError:
-                if not self.polled:
-                    raise
                 # what the server said before it closed, and why: a close after its reply
                 # (websockets' send returns only once the connection is closed) ends it well
                 self._drain_events()
-                if not self.done.is_set():
+                if not self.done:
                     raise
                 break
+            sent = self.clock()  # after the send returned: the send's own cost is in the error
             self.frames_sent = n = n + 1
-            self.records.add_send(n - 1, now - self.t0, due - self.t0, chunk.size)
-            if live is not None:
-                self.live_sent.append(chunk)
+            self.records.add_send(n - 1, sent - self.t0, due - self.t0, chunk.size, woke - self.t0)
             if self.tap is not None:
                 self.tap.on_sent(chunk, due - self.t0)
-            if self.turn_frames is None and (
-                live.turn_ended if live is not None else n == len(self.frames)
-            ):
+            if self.turn_frames is None and self.user.turn_over(n):
                 await self._end_turn(n)
-            if self.polled:
-                self._drain_events()
-            self._check_stall(now)
-            # decide on the media time sent, so a loaded client still sends its whole schedule
+            self._drain_events()
+            self._check_stall(sent)
             reason = self.tick(self.schedule.due(n))
-            if reason is not None:
+            if reason is not None and self.ended_by is None:
                 self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
-                self.done.set()
-
-    async def _send_fixed(self, n: int) -> NDArray[np.float32]:
-        """Send frame ``n`` of the context (silence after it), pre-encoded where the client can."""
-        chunk: NDArray[np.float32]
-        if n < len(self.frames):
-            chunk, message = self.frames[n], (self.encoded[n] if self.encoded else None)
-        else:
-            chunk, message = self.silence, self.encoded_silence
-        if message is None:
-            await self.client.send_audio(chunk)
-        else:
-            await self.client.send_encoded(message)
-        return chunk
-
-    def encode_fixed(self) -> None:
-        """Encode the context and silence ahead of time (in a thread, before streaming)."""
-        frames = self.client.encode_audio(self.frames)
-        silence = self.client.encode_audio(self.silence[None])
-        if frames is not None and silence is not None:
-            self.encoded_silence = silence[0]
-            # a tuple of bytes or str: the collector stops tracking it at its first pass, where
-            # a list would be walked (every message touched, megabytes of cold memory) by every
-            # collection of its generation while sessions stream
-            self.encoded = tuple(frames)
 
     async def _end_turn(self, frames: int) -> None:
-        """The user's turn is over after ``frames`` frames (the context's end, or where a live
-        source decided it)."""
+        """The user's turn is over after ``frames`` frames."""
         self.turn_frames = frames
-        self.context_end_s = self.detector.context_end_s = self.schedule.due(frames)
+        self.detector.context_end_s = self.schedule.due(frames)
         self.log(self.clock() - self.t0, "local", "context_end")
         if self.caps.manual_commit:
             await self.client.commit_turn()
@@ -312,14 +292,12 @@ class _Session:
                 reason="stalled",
             )
 
-    async def receive_loop(self) -> None:
-        async for event in self.client.events():
-            self.on_event(event)
-        self._events_ended()
-
     def _drain_events(self) -> None:
-        """Everything a pollable client received since the last frame (stamped when read)."""
-        events, ended = self.client.poll_events()
+        """Everything the client received since the last frame (stamped when read)."""
+        events, ended = self.inbox.poll_events()
+        if events:
+            now = self.clock()
+            self.rx_lag_max_s = max(self.rx_lag_max_s, now - min(e.arrival for e in events))
         for event in events:
             self.on_event(event)
         if ended:
@@ -327,15 +305,16 @@ class _Session:
 
     def _events_ended(self) -> None:
         self.advance_vad()
-        if not self.done.is_set():
+        if not self.done:
             if self.detector.onset_s is None:
                 raise Disconnected("server closed the connection before replying")
+            self.ended_by = "server-closed"
             self.log(self.clock() - self.t0, "local", "reply_end", reason="server-closed")
-            self.done.set()
 
     def on_event(self, event: ClientEvent) -> None:
         t = event.arrival - self.t0
         self.last_rx = event.arrival
+        self.intake.message(t)
         if isinstance(event, AudioOut):
             self._on_audio(event, t)
         elif isinstance(event, EndOfTurn):
@@ -344,6 +323,7 @@ class _Session:
             # a burst sent faster than real time is over only once it has played out
             self.detector.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
+            self.intake.text(len(event.text))
             self.log(t, "recv", "transcript", text=event.text, final=event.final)
         elif isinstance(event, SpeechStarted | SpeechStopped):
             self.log(
@@ -353,6 +333,7 @@ class _Session:
             )
         elif isinstance(event, ErrorEvent):
             err = event.error
+            self.intake.text(len(err.message))
             self.log(
                 t,
                 "recv",
@@ -368,47 +349,86 @@ class _Session:
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)
         placed = self.track.place(samples, t, event.offset_s, silent=event.silent)
+        self.intake.audio(placed.n_samples, t, placed.start_s + placed.n_samples / self.track.rate)
         self.records.add_received(
             t, placed.n_samples, placed.start_s, event.offset_s, placed.silent
         )
         if self.tap is not None and not placed.silent:
             self.tap.on_placed(samples, placed.start_s)
 
+    def reply(self, speech_end_s: float | None, output: NDArray[np.float32]) -> ReplyTiming:
+        """The reply's timing from the detector's own speech frames (the one decision), refined
+        to the sample on the track."""
+        d = self.detector
+        if d.onset_s is None or d.last_voiced_end_s is None:
+            return ReplyTiming(speech_end_s, None, None, None, None, 0.0)
+        frame_s = self.settings.vad.frame_s
+        end_s = d.last_voiced_end_s
+        limit = _reply_limit(d, self.settings.turns.max_reply_s)
+        if limit is not None:
+            end_s = min(end_s, limit)
+        first, end = round(d.onset_s / frame_s), round(end_s / frame_s)
+        return reply_timing(
+            output, self.caps.output_rate, first, max(end, first + 1), speech_end_s,
+            self.settings.vad,
+        )  # fmt: skip
+
+    def truncated(self, deadline: bool) -> str | None:
+        """Why the reply was cut short, if it was: its maximum length, the session's deadline,
+        or a server that closed while the model was still speaking."""
+        d = self.detector
+        if d.onset_s is None:
+            return None
+        if deadline and d.ended is None:
+            return "deadline"
+        if d.ended is EndReason.MAX_LENGTH:
+            return EndReason.MAX_LENGTH.value
+        speaking_at_end = (
+            d.last_voiced_end_s or 0.0
+        ) >= self.track.end_s - 2 * self.vad.cfg.frame_s
+        if self.ended_by == "server-closed" and speaking_at_end:
+            return "server-closed"
+        return None
+
 
 async def run_session(
     client: DuplexClient,
-    context: NDArray[np.float32],
+    user: UserAudio | NDArray[np.float32],
     settings: SessionSettings,
     *,
     window_start_s: float = 0.0,
     speech_end_s: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
     executor: concurrent.futures.Executor | None = None,
     tap: SessionTap | None = None,
-    live: LiveInput | None = None,
 ) -> SessionOutcome:
-    """Stream ``context`` (16 kHz mono) to ``client`` and capture its reply; never raises
-    SessionError: failures come back as a "failed" outcome with the reason.
+    """Stream ``user`` (a 16 kHz context, or any ``UserAudio`` such as a live source) to
+    ``client`` and capture its reply; never raises SessionError: failures come back as a
+    "failed" outcome with the reason.
 
-    ``speech_end_s`` (end of Speaker A's speech) is measured from ``context`` unless given; the
-    runner measures it before the session starts so the event loop never does that work.
-    ``tap`` observes the session's audio as it runs. ``live`` replaces ``context`` (pass an
-    empty array) with a live source such as a microphone; speech end is then measured on what
-    was sent up to the end of the user's turn.
+    ``clock`` (default: the event loop's, which its sleeps follow) is the session's one clock;
+    the client stamps arrivals with it. ``speech_end_s`` (end of Speaker A's speech) is measured
+    from the user's turn unless given; the runner measures it before the session starts so the
+    event loop never does that work. ``tap`` observes the session's audio as it runs.
     """
-    s = _Session(client, context, settings, window_start_s, clock, tap, live)
-    wall0 = time.monotonic()
-    context_s = live.max_turn_s if live is not None else len(context) / CONTEXT_RATE
-    deadline = settings.deadline_s(context_s, client.config.connect_timeout_s)
+    if clock is None:
+        clock = asyncio.get_running_loop().time
+    source = FixedContext(user) if isinstance(user, np.ndarray) else user
+    client.use_clock(clock)
+    s = _Session(client, source, settings, window_start_s, clock, tap)
+    wall0 = clock()
+    deadline = settings.deadline_s(source.max_turn_s, client.config.connect_timeout_s)
     error: SessionError | None = None
+    timed_out = False
     try:
         async with asyncio.timeout(deadline):
-            if live is None:
-                await asyncio.to_thread(s.encode_fixed)
+            await source.prepare(client, s.caps.input_rate, s.frame_len)
             client.watch_liveness(settings.stall_timeout_s)
             await client.connect()
-            if live is not None:
-                await live.start(s.caps.input_rate, s.frame_len)
+            await source.start()
+            if not client.pollable:
+                s.inbox = pump = EventPump(client)
+                pump.start()
             s.t0 = s.last_rx = Schedule.start(clock())
             client.timeline_started(s.t0)
             if tap is not None:
@@ -421,67 +441,42 @@ async def run_session(
                 input_rate=s.caps.input_rate,
                 output_rate=s.caps.output_rate,
             )
-            await _stream(s)
+            await s.stream()
     except SessionError as exc:
         error = exc
+    except (ValueError, TypeError, LookupError, RecursionError) as exc:
+        # whatever a server's bytes make of a decoder that missed them: this session's failure,
+        # never the run's
+        what = f"{type(exc).__name__}: {str(exc)[:200]}"
+        error = ProtocolError(f"could not handle what the server sent ({what})")
     except TimeoutError:
-        error = Disconnected(f"session passed its deadline of {deadline:.1f} s", reason="deadline")
+        timed_out = True
+        if s.detector.onset_s is None:  # a reply cut by the deadline is kept, marked truncated
+            error = Disconnected(
+                f"session passed its deadline of {deadline:.1f} s", reason="deadline"
+            )
     finally:
         if tap is not None:
             tap.on_end()
+        if isinstance(s.inbox, EventPump):
+            await s.inbox.aclose()
         with contextlib.suppress(Exception):
             await client.aclose()
-    wall_s = time.monotonic() - wall0
+    wall_s = clock() - wall0
+    s.advance_vad()  # the last audio placed: the detector's speech frames are final
     loop = asyncio.get_running_loop()
     # assembling the recordings is end-of-session work: off the loop that paces the others
     sent, output = await asyncio.to_thread(_recorded_audio, s)
-    records = s.records
-    # VAD over whole clips is CPU work: it runs in ``executor`` (a process pool in the runner),
-    # never on the loop that paces other sessions
     if speech_end_s is None:
-        if live is None:
-            user, user_rate = context, CONTEXT_RATE
-        else:
-            turn = s.frames_sent if s.turn_frames is None else s.turn_frames
-            user, user_rate = sent[: turn * s.frame_len], s.caps.input_rate
+        # VAD over a whole clip is CPU work: it runs in ``executor`` (a process pool in the
+        # runner), never on the loop that paces other sessions
+        turn_audio, turn_rate = source.turn_audio(s.turn_frames, s.frames_sent, sent)
         speech_end_s = await loop.run_in_executor(
-            executor, speech_end, user, user_rate, settings.vad
+            executor, speech_end, turn_audio, turn_rate, settings.vad
         )
-    timing = None
-    if error is None and s.track.end_samples == 0:
-        # nothing audible ever arrived: no reply, known without running the VAD over silence
-        timing = ReplyTiming(speech_end_s, None, None, None, None, 0.0)
-    elif error is None:
-        timing = await loop.run_in_executor(
-            executor,
-            functools.partial(
-                measure_reply,
-                output,
-                s.caps.output_rate,
-                speech_end_s=speech_end_s,
-                window_start_s=s.detector.window_start_s,
-                window_end_s=_reply_limit(s.detector, settings.turns.max_reply_s),
-                vad=settings.vad,
-            ),
-        )
-    return _outcome(s, sent, output, records, timing, error, wall_s)
-
-
-async def _stream(s: _Session) -> None:
-    if s.polled:
-        await s.send_loop()
-        return
-    sender = asyncio.create_task(s.send_loop())
-    receiver = asyncio.create_task(s.receive_loop())
-    try:
-        done, _ = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()  # raises the first failure
-        await sender
-    finally:
-        for task in (sender, receiver):
-            task.cancel()
-        await asyncio.gather(sender, receiver, return_exceptions=True)
+    timing = None if error is not None else s.reply(speech_end_s, output)
+    truncated = None if error is not None else s.truncated(timed_out)
+    return _outcome(s, sent, output, timing, error, truncated, wall_s)
 
 
 def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
@@ -494,13 +489,7 @@ def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
 
 def _recorded_audio(s: _Session) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """What was sent, and the model's audio on the timeline at least as long as it."""
-    if s.live is not None:
-        sent = np.concatenate(s.live_sent) if s.live_sent else np.zeros(0, dtype=np.float32)
-        return sent, s.track.audio(min_duration_s=sent.size / s.caps.input_rate)
-    n_context = min(s.frames_sent, len(s.frames))
-    sent = np.concatenate(
-        (s.frames[:n_context].reshape(-1), np.tile(s.silence, s.frames_sent - n_context))
-    )
+    sent = s.user.sent(s.frames_sent)
     return sent, s.track.audio(min_duration_s=sent.size / s.caps.input_rate)
 
 
@@ -508,11 +497,13 @@ def _outcome(
     s: _Session,
     sent: NDArray[np.float32],
     output: NDArray[np.float32],
-    records: EventRecords,
     timing: ReplyTiming | None,
     error: SessionError | None,
+    truncated: str | None,
     wall_s: float,
 ) -> SessionOutcome:
+    """The session's verdict: one decision (the detector's speech frames) gives the status, the
+    end reason and the timing."""
     caps = s.caps
     if error is not None:
         status, reason = "failed", error.reason
@@ -520,20 +511,30 @@ def _outcome(
         status, reason = "no-reply", EndReason.NO_REPLY.value
     else:
         status = "ok"
-        reason = s.detector.ended.value if s.detector.ended else "server-closed"
+        ended = s.detector.ended
+        reason = ended.value if ended is not None else s.ended_by or "deadline"
+    check = check_timing(
+        s.records.send_errors(),
+        s.records.loop_lags(),
+        s.rx_lag_max_s,
+        s.schedule.frame_s,
+        s.settings.budget,
+    )
     return SessionOutcome(
         status=status,
         end_reason=reason,
         timing=timing,
-        send=send_stats(s.records.send_errors()),
+        send=check.send,
+        check=check,
         input_rate=caps.input_rate,
         output_rate=caps.output_rate,
         sent=sent,
         output=output,
-        records=records,
+        records=s.records,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
-        error=None if error is None else error.message,
+        error=None if error is None else redact(error.message, (s.client.config.api_key,)),
+        truncated=truncated,
         retryable=False if error is None else error.retryable,
         retry_after_s=getattr(error, "retry_after_s", None),
         wall_s=wall_s,

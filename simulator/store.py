@@ -10,13 +10,14 @@ import json
 import sqlite3
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from simulator.core.errors import ConfigError
 
 __all__ = ["ResultRow", "RunStore", "read_results", "store_filename"]
+
 
 @dataclass(frozen=True)
 class ResultRow:
@@ -44,6 +45,13 @@ class ResultRow:
     wall_s: float | None
     bundle: str | None
     finished_at: str
+    # our own timing kept its budget (None: recorded before it was checked), the first figure
+    # over it, and a reply cut short (max-length, deadline, server-closed)
+    timing_valid: bool | None = None
+    timing_invalid: str | None = None
+    loop_lag_max_ms: float | None = None
+    recv_lag_max_ms: float | None = None
+    truncated: str | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
@@ -64,9 +72,7 @@ _COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRo
 COLUMNS = tuple(name for name, _, _ in _COLUMNS)
 # the measurements among them (numbers, NULL when not measured)
 MEASURES = tuple(
-    name
-    for name, _, nullable in _COLUMNS
-    if nullable and _base(_HINTS[name]) in (int, float)
+    name for name, _, nullable in _COLUMNS if nullable and _base(_HINTS[name]) in (int, float)
 )
 _DEFINITIONS = ",\n    ".join(
     f"{name} {sql}" + ("" if nullable else " NOT NULL") + (" PRIMARY KEY" if i == 0 else "")
@@ -132,7 +138,11 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return [ResultRow(*r) for r in cur]
+        rows = [ResultRow(*r) for r in cur]
+        return [
+            r if r.timing_valid is None else replace(r, timing_valid=bool(r.timing_valid))
+            for r in rows
+        ]
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:
@@ -147,11 +157,37 @@ def read_results(run_dir: Path) -> tuple[dict[str, Any], list[ResultRow]]:
     meta: dict[str, Any] = {}
     rows: dict[str, ResultRow] = {}
     for file in files:
-        store = RunStore(file)
         try:
-            meta = meta or store.meta()
-            for row in store.rows():
-                rows[row.sample_id] = row
-        finally:
-            store.close()
+            store = RunStore(file)
+        except ConfigError:  # read-only media: read it as it is
+            file_meta, file_rows = _read_only(file)
+        else:
+            try:
+                file_meta, file_rows = store.meta(), store.rows()
+            finally:
+                store.close()
+        meta = meta or file_meta
+        rows.update((row.sample_id, row) for row in file_rows)
     return meta, sorted(rows.values(), key=lambda r: r.sample_id)
+
+
+def _read_only(path: Path) -> tuple[dict[str, Any], list[ResultRow]]:
+    """A store read without writing anything: on read-only media a WAL database cannot make
+    its shared-memory file, so it is opened as immutable; columns it predates read as empty."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot open run results ({exc})") from None
+    try:
+        have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        picks = [
+            name if name in have else ("NULL" if nullable else "''" if sql == "TEXT" else "0")
+            for name, sql, nullable in _COLUMNS
+        ]
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM run_meta")}
+        cur = db.execute(f"SELECT {', '.join(picks)} FROM results ORDER BY sample_id")
+        return meta, [ResultRow(*values) for values in cur]
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot read run results ({exc})") from None
+    finally:
+        db.close()

@@ -21,6 +21,9 @@ class RunSummary:
     replied: int
     no_reply: int
     failed: int
+    timing_valid: int  # sessions whose own timing kept its budget (latency comes from these)
+    latency_n: int  # replies the latency figures are computed from
+    truncated: int  # replies cut short (max length, deadline, a server that closed mid-reply)
     latency_p50_ms: float | None
     latency_p90_ms: float | None
     reply_median_s: float | None
@@ -41,7 +44,11 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def summarise_rows(label: str, rows: Sequence[ResultRow]) -> RunSummary:
     ok = [r for r in rows if r.status == "ok"]
-    latencies = [r.latency_s * 1000 for r in ok if r.latency_s is not None]
+    # a latency whose session broke its timing budget cannot be vouched for: left out, counted
+    valid = [r for r in rows if r.status != "failed" and r.timing_valid is not False]
+    latencies = [
+        r.latency_s * 1000 for r in ok if r.latency_s is not None and r.timing_valid is not False
+    ]
     durations = [r.reply_duration_s for r in ok if r.reply_duration_s is not None]
     sends = [r for r in rows if r.send_p99_ms is not None]
     return RunSummary(
@@ -50,6 +57,9 @@ def summarise_rows(label: str, rows: Sequence[ResultRow]) -> RunSummary:
         replied=len(ok),
         no_reply=sum(r.status == "no-reply" for r in rows),
         failed=sum(r.status == "failed" for r in rows),
+        timing_valid=len(valid),
+        latency_n=len(latencies),
+        truncated=sum(1 for r in ok if r.truncated),
         latency_p50_ms=_pct(latencies, 50),
         latency_p90_ms=_pct(latencies, 90),
         reply_median_s=_pct(durations, 50),
@@ -72,6 +82,9 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
         "no reply",
         "failed",
         "reply rate",
+        "timing valid",
+        "truncated",
+        "latency n",
         "latency p50 ms",
         "latency p90 ms",
         "reply s (median)",
@@ -87,6 +100,9 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
             s.no_reply,
             s.failed,
             _num(None if s.reply_rate is None else 100 * s.reply_rate, "{:.0f}%"),
+            f"{s.timing_valid}/{s.samples - s.failed}",
+            s.truncated,
+            s.latency_n,
             _num(s.latency_p50_ms),
             _num(s.latency_p90_ms),
             _num(s.reply_median_s, "{:.2f}"),
@@ -104,4 +120,12 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
     ]
     if failures:
         text += "\n\nfailed sessions by reason:\n  " + "\n  ".join(failures)
+    invalid = [s for s in summaries if s.timing_valid < s.samples - s.failed]
+    if invalid:
+        text += (
+            "\n\nlatency comes from sessions whose own timing kept its budget only: "
+            + ", ".join(
+                f"{s.label} leaves out {s.samples - s.failed - s.timing_valid}" for s in invalid
+            )
+        )
     return text

@@ -31,11 +31,12 @@ from simulator.audio_io import AudioInput, AudioOptions, Player, open_input, ope
 from simulator.audio_io.base import FloatArray
 from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.core.errors import ConfigError
+from simulator.core.names import check_name
 from simulator.core.vad import StreamingVad, VadConfig
 from simulator.profiles import ModelProfile, client_config
 from simulator.recording import record_session
 from simulator.runner import _check_writable, _endpoint, outcome_row
-from simulator.session import SessionOutcome, SessionSettings, run_session
+from simulator.session import LiveSource, SessionOutcome, SessionSettings, run_session
 from simulator.store import ResultRow, RunStore, store_filename
 
 __all__ = ["MicTurn", "Microphone", "TalkOptions", "talk"]
@@ -58,6 +59,7 @@ class TalkOptions:
     end_of_turn_ms: int = 800  # microphone quiet this long after speech ends the turn
 
     def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")
         if self.turns is not None and self.turns < 1:
             raise ConfigError("--turns must be at least 1")
         if self.max_turn_s <= 0:
@@ -290,9 +292,7 @@ class _Talk:
         turn.stop_requested = self.stopping
         await asyncio.to_thread(speaker.wait_idle, IDLE_WAIT_S)
         self.say(f"{sample_id}: speak now (a pause of {opts.end_of_turn_ms} ms ends the turn)")
-        outcome = await run_session(
-            client, np.zeros(0, np.float32), opts.settings, tap=speaker.claim(), live=turn
-        )
+        outcome = await run_session(client, LiveSource(turn), opts.settings, tap=speaker.claim())
         folder = opts.run_dir / "sessions" / sample_id
         meta = self._meta(sample_id, client.describe(), asdict(client.capabilities), outcome)
         row = outcome_row(sample_id, "", "", outcome, 1, folder, opts.run_dir)

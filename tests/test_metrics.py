@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -443,3 +444,22 @@ def test_numpy_integer_arguments_are_accepted() -> None:
         seed=np.int32(2),  # type: ignore[arg-type]
     )
     assert (m.permutations, m.seed) == (10, 2) and type(m.seed) is int
+
+
+def test_every_sample_is_in_n_or_out_of_it_with_its_reason() -> None:
+    out = [
+        sample("e", "Anger", vec(Anger=1.0), failed=True),
+        unscored("f", "Anger"),
+        dataclasses.replace(sample("g", "Anger", vec(Anger=1.0)), out_reason="timing invalid"),
+        dataclasses.replace(sample("h", "Anger", None), out_reason="reply too short to score"),
+    ]
+    m = compute_metrics([*four_samples(), *out])
+    assert m.n == 4 and m.match_rate == 0.5  # as the four without them
+    assert m.out_of_n == {
+        "failed": ("e",),
+        "unscored": ("f",),
+        "timing invalid": ("g",),
+        "reply too short to score": ("h",),
+    }
+    assert m.n + sum(len(ids) for ids in m.out_of_n.values()) == 8
+    assert m.to_dict()["out_of_n"]["timing invalid"] == ["g"]

@@ -15,7 +15,7 @@ import soundfile as sf
 from simulator.core.bundle import BUNDLE_VERSION, BundleMeta, SampleRef, read_meta
 from simulator.core.errors import ConfigError
 from simulator.core.records import EventRecords
-from simulator.core.timing import SendStats
+from simulator.core.timing import SendStats, TimingCheck
 from simulator.recording import record_session, remove_unfinished
 from simulator.session import SessionOutcome
 
@@ -29,11 +29,13 @@ def outcome(seconds: float = 2.0) -> SessionOutcome:
         records.add_send(n, n * 0.02 + 0.0003, n * 0.02, 320)
     records.add_received(0.51, 480, 0.5, None, False)
     records.add_event(0.6, {"kind": "speech_started"})
+    send = SendStats(frames=int(seconds * 50), p50_ms=0.3, p99_ms=0.3, max_ms=0.3)
     return SessionOutcome(
         status="ok",
         end_reason="vad",
         timing=None,
-        send=SendStats(frames=int(seconds * 50), p50_ms=0.3, p99_ms=0.3, max_ms=0.3),
+        send=send,
+        check=TimingCheck(send, 0.1, 0.0, None),
         input_rate=16000,
         output_rate=24000,
         sent=(rng.standard_normal(int(seconds * 16000)) * 0.1).astype(np.float32),

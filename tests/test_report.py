@@ -20,10 +20,13 @@ from simulator.report.data import build_report
 from simulator.runner import RunOptions, execute_run
 from simulator.scoring_run import ScoreCache, cache_path, collect_clips, cut_reply
 from simulator.session import SessionSettings
+from tests.conftest import LENIENT
 from tests.test_runner import short_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
-SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0))
+SETTINGS = SessionSettings(
+    turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0), budget=LENIENT
+)
 
 
 def duplexsim(*args: str) -> subprocess.CompletedProcess[str]:
@@ -210,3 +213,22 @@ def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path)
     assert remote.items.keys() == local.items.keys()
     for key, item in local.items.items():
         assert np.allclose(remote.items[key]["values"], item["values"], atol=1e-5)
+
+
+def test_a_sample_out_of_n_says_why(tmp_path) -> None:
+    from simulator.report.data import out_of_n_reason
+    from simulator.store import ResultRow
+
+    def row(status: str, duration: float | None, valid: bool | None) -> ResultRow:
+        return ResultRow(
+            "s", status, "end-of-turn", None, 1, "en", "Anger", 0.4, 1.0, duration, 0.0, 0.5,
+            0.1, 0.2, 0.3, 1, 1, 1.0, "sessions/s", "2026-01-01T00:00:00+00:00",
+            timing_valid=valid,
+        )  # fmt: skip
+
+    assert out_of_n_reason(row("ok", 1.2, True)) is None
+    assert out_of_n_reason(row("ok", 1.2, False)) == "timing invalid"
+    assert out_of_n_reason(row("no-reply", None, False)) == "timing invalid"
+    assert out_of_n_reason(row("ok", 0.029, True)) == "reply too short to score"
+    assert out_of_n_reason(row("no-reply", None, None)) is None  # in N as a non-match
+    assert out_of_n_reason(row("failed", None, None)) is None  # counted as failed

@@ -28,15 +28,18 @@ from simulator.replay import replay_run
 from simulator.runner import RunOptions, execute_run, realtime_tuning, worker_pool
 from simulator.session import SessionSettings
 from simulator.store import read_results
-from tests.conftest import voiced_signal, write_wav
+from tests.conftest import LENIENT, LENIENT_ARGS, voiced_signal, write_wav
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0),
     stall_timeout_s=1.0,
     deadline_margin_s=3.0,
+    budget=LENIENT,
 )
-FAST_ARGS = ["--hangover", "0.5", "--reply-timeout", "1", "--max-reply", "3", "--quiet"]
+FAST_ARGS = [
+    "--hangover", "0.5", "--reply-timeout", "1", "--max-reply", "3", "--quiet", *LENIENT_ARGS
+]  # fmt: skip
 
 
 def short_benchmark(root: Path, n: int) -> Path:

@@ -119,7 +119,9 @@ class Behaviour(ABC):
             raise ValueError("sample_rate and hangover_s must be positive")
         self.rate = sample_rate
         self.hangover_s = hangover_s
-        self._cfg = vad or VadConfig()
+        # the user's turns come from clean input: edges found on a window as short as the
+        # preroll, which the steady-noise rule (it waits for a run's levels to spread) would miss
+        self._cfg = vad or VadConfig(min_spread_db=0.0)
         self._tracker = _TurnTracker(sample_rate, self._cfg, hangover_s)
         self._history = _History()
         self._pos = 0

@@ -180,7 +180,7 @@ class OpenAIWebRTCClient(DuplexClient):
     # --- callbacks -------------------------------------------------------------------------------
 
     def _on_message(self, message: str | bytes) -> None:
-        arrival = self.config.clock()
+        arrival = self.clock()
         self.bytes_received += len(message.encode() if isinstance(message, str) else message)
         if self._finished:
             return
@@ -226,7 +226,7 @@ class OpenAIWebRTCClient(DuplexClient):
             self._failure = self._failure or ConnectError(f"WebRTC set-up failed: {why}")
             self._progress.set()
         else:
-            self._finish(ErrorEvent(Disconnected(why), self.config.clock(), fatal=True))
+            self._finish(ErrorEvent(Disconnected(why), self.clock(), fatal=True))
 
     # --- streaming -------------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ class OpenAIWebRTCClient(DuplexClient):
                 frame = await track.recv()
             except MediaStreamError:
                 return
-            observed = self.config.clock()
+            observed = self.clock()
             if not isinstance(frame, AudioFrame) or not self._proto.ready or self._finished:
                 continue
             arrival = clock.stamp(observed, frame.pts, frame.samples, frame.sample_rate)

@@ -12,7 +12,11 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("replay", help="replay recorded sessions and compare their timing")
+    p = sub.add_parser(
+        "replay",
+        help="replay recorded sessions, compare their timing, and report sessions whose "
+        "recorded sends broke their timing budget or whose reply re-measures differently",
+    )
     p.add_argument("run_dir", type=Path, help="a run directory (runs/<run-id>)")
     p.add_argument("--sample", action="append", default=[], help="replay only this sample id")
     p.add_argument("--concurrency", type=int, default=16)
@@ -28,4 +32,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _replay(args: argparse.Namespace) -> int:
     results = eventloop.run(replay_run(args.run_dir, args.sample, args.concurrency))
     print(render_replay(results, args.tolerance_ms))
-    return 0 if all(r.agrees(args.tolerance_ms) for r in results) else 1
+    ok = all(r.agrees(args.tolerance_ms) and not r.over_budget for r in results)
+    return 0 if ok else 1

@@ -10,6 +10,7 @@ from pathlib import Path
 from simulator import eventloop
 from simulator.cli.options import (
     add_model_option_argument,
+    add_outside_paths_argument,
     add_selection_arguments,
     model_options,
     select_samples,
@@ -18,6 +19,7 @@ from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audi
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
 from simulator.core.retry import RetryPolicy
+from simulator.core.timing import TimingBudget
 from simulator.core.turns import TurnSettings
 from simulator.core.vad import VadConfig
 from simulator.profiles import ModelProfile, resolve_model
@@ -31,7 +33,13 @@ __all__ = ["add_session_arguments", "register", "session_settings", "with_overri
 
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("session")
-    g.add_argument("--concurrency", type=int, default=8, help="sessions at once (default 8)")
+    g.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="the most sessions at once (default 8; the demo: 32 per model); a session starts "
+        "only while those running keep pace, so fewer run where the machine has no room",
+    )
     g.add_argument(
         "--frame-ms",
         type=int,
@@ -51,6 +59,14 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
         help="no speech this long after the context means no reply (s)",
     )
     add_stall_argument(g)
+    g.add_argument(
+        "--timing-budget",
+        default="5/20",
+        metavar="P99_MS/MAX_MS",
+        help="a session's timing is valid while its send-time error keeps p99 and max within "
+        "these, and loop and receive lag the max; an invalid one is run again, then kept "
+        "marked and left out of latency figures (default 5/20)",
+    )
     g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
     g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
     g.add_argument("--retries", type=int, default=2, help="retries of a retryable failure")
@@ -66,6 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
+    add_outside_paths_argument(p)
     p.add_argument(
         "--url",
         help="override the profile's endpoint, e.g. a local serve-model fake "
@@ -99,9 +116,22 @@ def session_settings(args: argparse.Namespace) -> SessionSettings:
             ),
             vad=VadConfig(kind=args.vad, aggressiveness=args.vad_aggressiveness),
             stall_timeout_s=args.stall_timeout,
+            budget=timing_budget(getattr(args, "timing_budget", "5/20")),
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def timing_budget(text: str) -> TimingBudget:
+    """``P99_MS/MAX_MS`` -> the budget (loop and receive lag get the max)."""
+    try:
+        p99, worst = (float(part) for part in text.split("/"))
+        return TimingBudget(send_p99_ms=p99, send_max_ms=worst, loop_lag_max_ms=worst,
+                            recv_lag_max_ms=worst)  # fmt: skip
+    except ValueError:
+        raise ConfigError(
+            f"--timing-budget must be P99_MS/MAX_MS with both > 0, e.g. 5/20 (got {text!r})"
+        ) from None
 
 
 def run_options(
@@ -128,7 +158,7 @@ def run_options(
 
 def _run(args: argparse.Namespace) -> int:
     profile = with_overrides(resolve_model(args.model), args)
-    bench = load_benchmark(args.benchmark)
+    bench = load_benchmark(args.benchmark, allow_outside=args.allow_outside_paths)
     shard = parse_shard(args.shard) if args.shard else None
     chosen: tuple[str, ...] = ()
     if args.sample or args.limit is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from simulator import eventloop
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError
+from simulator.lifeline import watch_owner_from_env
 
 __all__ = ["register", "serve"]
 
@@ -114,6 +115,7 @@ def _demo_utterance() -> Path | None:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
+    watch_owner_from_env()  # started for a run: end with it, even if it is killed
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise ConfigError(
             f"--host {args.host} is not loopback; the fake server has no "

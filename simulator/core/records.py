@@ -17,10 +17,12 @@ __all__ = ["EventRecords"]
 
 class EventRecords:
     def __init__(self) -> None:
-        # sends: frame number, time sent, time due (seconds since T0), samples
+        # sends: frame number, time the send returned, time due, time the sender woke for it
+        # (seconds since T0; woke - due is the event loop's lag), samples
         self.send_n = array("q")
         self.send_t = array("d")
         self.send_due = array("d")
+        self.send_woke = array("d")
         self.send_samples = array("q")
         # received audio: arrival, samples, where placed, declared offset (NaN: none), silent
         self.recv_t = array("d")
@@ -31,10 +33,13 @@ class EventRecords:
         # anything else: (audio chunks received before it, time, event)
         self.logged: list[tuple[int, float, dict[str, Any]]] = []
 
-    def add_send(self, n: int, t: float, due: float, samples: int) -> None:
+    def add_send(
+        self, n: int, t: float, due: float, samples: int, woke: float | None = None
+    ) -> None:
         self.send_n.append(n)
         self.send_t.append(t)
         self.send_due.append(due)
+        self.send_woke.append(t if woke is None else woke)
         self.send_samples.append(samples)
 
     def add_received(
@@ -50,8 +55,12 @@ class EventRecords:
         self.logged.append((len(self.recv_t), t, event))
 
     def send_errors(self) -> list[float]:
-        """Time sent minus time due, per frame (seconds)."""
+        """Time the send returned minus time due, per frame (seconds)."""
         return [t - due for t, due in zip(self.send_t, self.send_due, strict=True)]
+
+    def loop_lags(self) -> list[float]:
+        """Time the sender woke minus time due, per frame (seconds): the event loop's lag."""
+        return [w - due for w, due in zip(self.send_woke, self.send_due, strict=True)]
 
     @property
     def sends(self) -> list[tuple[int, float, float, int]]:
@@ -78,8 +87,8 @@ class EventRecords:
         order: a message read together with audio keeps its place among the chunks)."""
         sends = [
             (t, -1.0, {"t": round(t, 6), "dir": "send", "kind": "audio", "n": n,
-                       "due": round(due, 6), "samples": k})
-            for n, t, due, k in self.sends
+                       "due": round(due, 6), "woke": round(w, 6), "samples": k})
+            for (n, t, due, k), w in zip(self.sends, self.send_woke, strict=True)
         ]  # fmt: skip
         audio = [
             (t, float(i), {"t": round(t, 6), "dir": "recv", "kind": "audio", "samples": k,

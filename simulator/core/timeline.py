@@ -65,15 +65,30 @@ class Placement:
 class OutputTrack:
     """The model's audio as a listener hears it: each chunk starts at
     max(arrival, end of the previous audible chunk), so bursts play back-to-back rather than
-    overlap. Silence (a chunk below ``SILENCE_PEAK``; it is not written) never holds back what follows: a real-time stream that was late once
-    (one slow frame) is placed at its arrivals again from its next silent frame on, instead of
-    carrying that delay to the model's onset."""
+    overlap. Silence (a chunk below ``SILENCE_PEAK``; it is not written) never holds back what
+    follows: a real-time stream that was late once (one slow frame) is placed at its arrivals
+    again from its next silent frame on, instead of carrying that delay to the model's onset.
 
-    def __init__(self, rate: int, initial_s: float = 30.0) -> None:
+    An audible chunk that follows an audible one in the stream and arrives at most ``bridge_s``
+    after that one's end is placed right after it: the gap is the transport's lateness, not the
+    model's pause, and must neither split the reply nor drop its first piece (it was heard when it
+    came). ``stream_end_s`` is how far the model's own stream has got: the audible end plus the
+    silence it sent since, so a reply's end follows the model's audio time, not ours."""
+
+    def __init__(self, rate: int, initial_s: float = 30.0, *, bridge_s: float = 0.1) -> None:
         self.rate = rate
+        self.bridge = round(bridge_s * rate)
         self._buf = np.zeros(int(initial_s * rate), dtype=np.float32)
         self._audible_end = 0  # samples: end of the last chunk with any non-zero sample
         self._extent = 0  # samples: furthest placed position
+        self._silent_after = 0  # samples of silence the stream sent since its last audible chunk
+        self._audible_last = False  # the previous chunk in the stream was audible
+        self.late_max_s = 0.0  # the most a bridged chunk was placed before its arrival
+
+    @property
+    def stream_end_s(self) -> float:
+        """The model's audio time on the timeline: the audible end and the silence sent since."""
+        return (self._audible_end + self._silent_after) / self.rate
 
     @property
     def end_s(self) -> float:
@@ -99,13 +114,21 @@ class OutputTrack:
         silent: bool = False,
     ) -> Placement:
         """Place a chunk; ``silent`` says it is known to be silence (else it is checked)."""
-        start = max(round(max(arrival_s, 0.0) * self.rate), self._audible_end)
+        arrival = round(max(arrival_s, 0.0) * self.rate)
+        start = max(arrival, self._audible_end)
+        silent = silent or inaudible(samples)
+        if not silent and self._audible_last and arrival - self._audible_end <= self.bridge:
+            start = self._audible_end  # late by at most bridge_s: continues the audible chunk
+            self.late_max_s = max(self.late_max_s, (arrival - start) / self.rate)
         stop = start + samples.size
         self._grow(stop)
-        silent = silent or inaudible(samples)
-        if not silent:  # past the audible end the timeline is zeros already
+        if silent:
+            self._silent_after += samples.size
+        else:  # past the audible end the timeline is zeros already
             self._buf[start:stop] = samples
             self._audible_end = stop
+            self._silent_after = 0
+        self._audible_last = not silent
         self._extent = max(self._extent, stop)
         return Placement(start / self.rate, arrival_s, int(samples.size), offset_s, silent)
 

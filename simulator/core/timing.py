@@ -8,12 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.vad import VadConfig, speech_bounds
+from simulator.core.vad import VadConfig, frame_flags, refine_bounds, speech_bounds
 
 __all__ = [
     "ReplyTiming",
     "SendStats",
+    "TimingBudget",
+    "TimingCheck",
+    "check_timing",
     "measure_reply",
+    "reply_timing",
     "send_stats",
     "sorted_percentile",
     "speech_end",
@@ -38,6 +42,58 @@ class SendStats:
     max_ms: float
 
 
+@dataclass(frozen=True)
+class TimingBudget:
+    """What our own side may cost a session before its timing cannot be vouched for."""
+
+    send_p99_ms: float = 5.0  # send-time error (the send returned this long after it was due)
+    send_max_ms: float = 20.0
+    loop_lag_max_ms: float = 20.0  # the loop woke the sender this late
+    # an event handled this long after its bytes were read, beyond the frame it waits for
+    recv_lag_max_ms: float = 20.0
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not value > 0:
+                raise ValueError(f"timing budget {name} must be > 0")
+
+
+@dataclass(frozen=True)
+class TimingCheck:
+    """A session's own timing against the budget: valid, or the first figure over it."""
+
+    send: SendStats
+    loop_lag_max_ms: float
+    recv_lag_max_ms: float
+    invalid: str | None  # None: valid
+
+    @property
+    def valid(self) -> bool:
+        return self.invalid is None
+
+
+def check_timing(
+    send_errors_s: Sequence[float],
+    loop_lags_s: Sequence[float],
+    recv_lag_max_s: float,
+    frame_s: float,
+    budget: TimingBudget,
+) -> TimingCheck:
+    """Send-time error, loop lag and receive lag of one session, and whether they kept the
+    budget (receive lag counts beyond the one frame an event may wait to be drained)."""
+    send = send_stats(send_errors_s)
+    loop_ms = 1000.0 * max(loop_lags_s, default=0.0)
+    recv_ms = 1000.0 * max(recv_lag_max_s - frame_s, 0.0)
+    checks = (
+        ("send p99", send.p99_ms, budget.send_p99_ms),
+        ("send max", send.max_ms, budget.send_max_ms),
+        ("loop lag", loop_ms, budget.loop_lag_max_ms),
+        ("receive lag", recv_ms, budget.recv_lag_max_ms),
+    )
+    over = [f"{name} {got:.1f} ms > {limit:g} ms" for name, got, limit in checks if got > limit]
+    return TimingCheck(send, round(loop_ms, 3), round(recv_ms, 3), over[0] if over else None)
+
+
 def speech_end(
     context: NDArray[np.float32], rate: int, vad: VadConfig | None = None
 ) -> float | None:
@@ -55,13 +111,29 @@ def measure_reply(
     window_end_s: float | None = None,
     vad: VadConfig | None = None,
 ) -> ReplyTiming:
-    """Onset, offset, latency and overlap of the model's reply within [window_start, window_end)."""
-    lo = max(0, round(window_start_s * rate))
+    """Onset, offset, latency and overlap of the model's reply: its speech frames that end after
+    ``window_start_s``, up to ``window_end_s``. The VAD runs over the track from its start, as the
+    session's streaming VAD did, so a re-measurement decides as the session did."""
+    cfg = vad or VadConfig()
     hi = output.size if window_end_s is None else min(output.size, round(window_end_s * rate))
-    bounds = speech_bounds(output[lo:hi], rate, vad) if hi > lo else None
-    if bounds is None:
+    flags = frame_flags(output[: max(hi, 0)], rate, cfg)
+    first = max(0, int(window_start_s / cfg.frame_s + 1e-9))  # the first frame ending after it
+    voiced = np.flatnonzero(flags[first:]) + first
+    if voiced.size == 0:
         return ReplyTiming(speech_end_s, None, None, None, None, 0.0)
-    onset, offset = lo / rate + bounds[0], lo / rate + bounds[1]
+    return reply_timing(output, rate, int(voiced[0]), int(voiced[-1]) + 1, speech_end_s, cfg)
+
+
+def reply_timing(
+    output: NDArray[np.float32],
+    rate: int,
+    first: int,
+    end: int,
+    speech_end_s: float | None,
+    vad: VadConfig,
+) -> ReplyTiming:
+    """The timing of a reply whose speech spans VAD frames [first, end) of ``output``."""
+    onset, offset = refine_bounds(output, rate, first, end, vad)
     latency = None if speech_end_s is None else onset - speech_end_s
     overlap = 0.0 if speech_end_s is None else max(0.0, min(speech_end_s, offset) - onset)
     return ReplyTiming(speech_end_s, onset, offset, latency, offset - onset, overlap)

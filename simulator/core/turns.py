@@ -32,6 +32,11 @@ class ReplyDetector:
 
     Speech that ends before ``window_start_s`` (the start of Speaker A's final turn) is chatter,
     not the reply. ``context_end_s`` is when the last context frame is due.
+
+    Two clocks drive it: ``now_s``, the media time sent (the context's end, the reply timeout as
+    a listener waits for it), and ``model_s``, how far the model's own audio has got on the
+    timeline (the hangover and the maximum length): a model running behind is heard out, not
+    cut where our clock says its silence should have been.
     """
 
     def __init__(
@@ -60,30 +65,42 @@ class ReplyDetector:
         if self.ended is None and self.onset_s is not None and now_s >= self.context_end_s:
             self._end(EndReason.END_OF_TURN, now_s)
 
-    def tick(self, now_s: float) -> EndReason | None:
-        """Advance time; returns the reason once the reply is over."""
+    def tick(self, now_s: float, model_s: float | None = None) -> EndReason | None:
+        """Advance time; returns the reason once the reply is over. ``model_s`` defaults to
+        ``now_s`` (a model whose silence is sent as nothing: time passing is its silence)."""
         if self.ended is None:
-            reason = self.pending(now_s)
+            reason = self.pending(now_s, model_s)
             if reason is not None:
-                self._end(reason, now_s)
+                self._end(reason, self._end_at(reason, now_s))
         return self.ended
 
-    def pending(self, now_s: float) -> EndReason | None:
-        """What ``tick(now_s)`` would decide, without deciding it (so a caller can bring the
-        VAD up to date first)."""
+    def pending(self, now_s: float, model_s: float | None = None) -> EndReason | None:
+        """What ``tick`` would decide, without deciding it (so a caller can bring the VAD up to
+        date first)."""
         if self.ended is not None:
             return self.ended
         s = self.settings
+        model = now_s if model_s is None else model_s
         if now_s < self.context_end_s:
             return None  # the whole context is always sent; a reply cannot end inside it
         if self.onset_s is None:
             if now_s >= self.context_end_s + s.reply_timeout_s:
                 return EndReason.NO_REPLY
-        elif self.last_voiced_end_s is not None and now_s >= self.last_voiced_end_s + s.hangover_s:
+        elif self.last_voiced_end_s is not None and model >= self.last_voiced_end_s + s.hangover_s:
             return EndReason.HANGOVER
-        elif now_s >= self.onset_s + s.max_reply_s:
+        elif model >= self.onset_s + s.max_reply_s:
             return EndReason.MAX_LENGTH
         return None
+
+    def _end_at(self, reason: EndReason, now_s: float) -> float:
+        """Where on the timeline the reply ended: where the rule was met in the model's audio
+        (the hangover after its last voiced frame, its maximum length), else now."""
+        s = self.settings
+        if reason is EndReason.HANGOVER and self.last_voiced_end_s is not None:
+            return self.last_voiced_end_s + s.hangover_s
+        if reason is EndReason.MAX_LENGTH and self.onset_s is not None:
+            return self.onset_s + s.max_reply_s
+        return now_s
 
     def _end(self, reason: EndReason, now_s: float) -> None:
         self.ended = reason

@@ -1,11 +1,16 @@
 """Voice activity: which frames hold speech, and where speech starts and ends.
 
-Detection runs on fixed frames (webrtcvad at 16 kHz, or plain energy). Edges are then refined to the
+Detection runs on fixed frames (webrtcvad at 16 kHz, or plain energy). A voiced run is speech only
+once it lasts ``min_speech_ms`` and its frame levels have spread by ``min_spread_db``: webrtcvad
+flags the first tens of milliseconds of steady noise while it adapts, and steady noise is level
+where speech rises and falls. Streaming and whole-clip detection share that rule (``SpeechRuns``),
+so a session and a re-measurement of its recording decide alike. Edges are then refined to the
 sample with an amplitude threshold, because timing metrics need better than a frame's resolution.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,16 +20,21 @@ import webrtcvad
 from numpy.typing import NDArray
 
 __all__ = [
+    "BEFORE_RUN_RULE",
     "VAD_RATE",
     "Segment",
+    "SpeechRuns",
     "StreamingVad",
     "VadConfig",
     "frame_flags",
+    "refine_bounds",
     "segments",
     "speech_bounds",
 ]
 
 VAD_RATE = 16000
+# settings recorded before the steady-noise rule lack it: re-measured as they were measured
+BEFORE_RUN_RULE = {"min_spread_db": 0.0, "spread_skip_ms": 0}
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
 
@@ -37,6 +47,8 @@ class VadConfig:
     energy_dbfs: float = -45.0  # frames below this RMS are never speech
     edge_dbfs: float = -40.0  # amplitude that marks a refined speech edge
     min_speech_ms: int = 30  # shorter voiced runs are clicks, not speech
+    min_spread_db: float = 6.0  # a voiced run whose frame levels stay within this is steady noise
+    spread_skip_ms: int = 30  # a run's first frames (a codec's fade-in) do not count in its spread
 
     def __post_init__(self) -> None:
         if self.frame_ms not in (10, 20, 30):
@@ -72,27 +84,69 @@ def _to_vad_rate(samples: FloatArray, rate: int) -> FloatArray:
     return np.asarray(soxr.resample(x, rate, VAD_RATE, "HQ"), dtype=np.float32)
 
 
-def _classify(frames: FloatArray, cfg: VadConfig, vad: webrtcvad.Vad | None) -> BoolArray:
-    """Speech flags for complete frames at VAD_RATE, shape (n, frame_len)."""
-    if frames.shape[0] == 0 or not frames.any():  # digital silence: the common case, made cheap
-        return np.zeros(frames.shape[0], dtype=bool)
+def _classify(
+    frames: FloatArray, cfg: VadConfig, vad: webrtcvad.Vad | None
+) -> tuple[BoolArray, NDArray[np.float64]]:
+    """Raw speech flags and levels (dBFS) of complete frames at VAD_RATE, shape (n, frame_len)."""
+    n = frames.shape[0]
+    if n == 0 or not frames.any():  # digital silence: the common case, made cheap
+        return np.zeros(n, dtype=bool), np.full(n, -200.0)
     rms = np.sqrt(np.mean(np.square(frames, dtype=np.float64), axis=1))
-    loud = 20.0 * np.log10(np.maximum(rms, 1e-10)) > cfg.energy_dbfs
+    level = 20.0 * np.log10(np.maximum(rms, 1e-10))
+    loud = level > cfg.energy_dbfs
     if cfg.kind == "energy" or vad is None:
-        return np.asarray(loud, dtype=bool)
+        return np.asarray(loud, dtype=bool), level
     pcm = np.clip(np.rint(frames * 32768.0), -32768, 32767).astype("<i2")
-    flags = np.zeros(frames.shape[0], dtype=bool)
+    flags = np.zeros(n, dtype=bool)
     for i in np.flatnonzero(loud):
         flags[i] = vad.is_speech(pcm[i].tobytes(), VAD_RATE)
-    return flags
+    return flags, level
 
 
-def _drop_short_runs(flags: BoolArray, min_frames: int) -> BoolArray:
-    out = flags.copy()
-    for start, end in _runs(flags):
-        if end - start < min_frames:
-            out[start:end] = False
-    return out
+class SpeechRuns:
+    """Raw frame flags -> speech frames, as they stream in: a voiced run counts from its first
+    frame once it has lasted ``min_speech_ms`` and its levels after its first ``spread_skip_ms``
+    have spread by ``min_spread_db``; a run that ends before both is dropped."""
+
+    def __init__(self, cfg: VadConfig) -> None:
+        self.min_frames = max(1, -(-cfg.min_speech_ms // cfg.frame_ms))
+        self.min_spread_db = cfg.min_spread_db
+        self.skip = cfg.spread_skip_ms // cfg.frame_ms
+        self.frames_done = 0
+        self._start: int | None = None  # first frame of the current raw run
+        self._lo = self._hi = 0.0
+        self._confirmed = False
+
+    def push(self, flags: BoolArray, levels: NDArray[np.float64]) -> list[tuple[int, int]]:
+        """Spans [first, end) of frames found to be speech by these frames (in order)."""
+        spans: list[tuple[int, int]] = []
+        if self._start is None and not flags.any():  # silence between runs: nothing to follow
+            self.frames_done += flags.size
+            return spans
+        for i in range(flags.size):
+            k = self.frames_done + i
+            if not flags[i]:
+                self._start = None
+                continue
+            level = float(levels[i])
+            if self._start is None:
+                self._start, self._lo, self._hi, self._confirmed = k, math.inf, -math.inf, False
+            if k - self._start >= self.skip or self.min_spread_db <= 0:
+                self._lo, self._hi = min(self._lo, level), max(self._hi, level)
+            if self._confirmed:
+                lo = k
+            elif k + 1 - self._start >= self.min_frames and (
+                self.min_spread_db <= 0 or self._hi - self._lo >= self.min_spread_db
+            ):
+                self._confirmed, lo = True, self._start
+            else:
+                continue
+            if spans and spans[-1][1] == lo:
+                spans[-1] = (spans[-1][0], k + 1)
+            else:
+                spans.append((lo, k + 1))
+        self.frames_done += flags.size
+        return spans
 
 
 def _runs(flags: BoolArray) -> list[tuple[int, int]]:
@@ -108,8 +162,10 @@ def frame_flags(samples: FloatArray, rate: int, cfg: VadConfig | None = None) ->
     n = x.size // cfg.frame_len
     frames = x[: n * cfg.frame_len].reshape(n, cfg.frame_len)
     vad = webrtcvad.Vad(cfg.aggressiveness) if cfg.kind == "webrtc" else None
-    flags = _classify(frames, cfg, vad)
-    return _drop_short_runs(flags, max(1, -(-cfg.min_speech_ms // cfg.frame_ms)))
+    out = np.zeros(n, dtype=bool)
+    for lo, hi in SpeechRuns(cfg).push(*_classify(frames, cfg, vad)):
+        out[lo:hi] = True
+    return out
 
 
 def segments(flags: BoolArray, frame_s: float, *, min_gap_s: float = 0.0) -> list[Segment]:
@@ -134,21 +190,31 @@ def speech_bounds(
     voiced = np.flatnonzero(flags)
     if voiced.size == 0:
         return None
+    return refine_bounds(x, rate, int(voiced[0]), int(voiced[-1]) + 1, cfg)
+
+
+def refine_bounds(
+    x: FloatArray, rate: int, first: int, end: int, cfg: VadConfig
+) -> tuple[float, float]:
+    """(onset_s, offset_s) of speech in VAD frames [first, end) of ``x``, refined to the sample:
+    the first and last samples at ``edge_dbfs`` within a frame of the frames' edges."""
     frame = rate * cfg.frame_ms // 1000
-    loud = np.abs(x) >= 10.0 ** (cfg.edge_dbfs / 20.0)
-    first, last = int(voiced[0]), int(voiced[-1])
-    onset = _first_true(loud, max(0, (first - 1) * frame), (first + 1) * frame, first * frame)
-    offset = _last_true(loud, last * frame, (last + 2) * frame, (last + 1) * frame)
+    last = end - 1
+    edge = 10.0 ** (cfg.edge_dbfs / 20.0)
+    lo, hi = max(0, (first - 1) * frame), (first + 1) * frame
+    onset = _first_true(np.abs(x[lo:hi]) >= edge, lo, first * frame)
+    lo, hi = last * frame, (last + 2) * frame
+    offset = _last_true(np.abs(x[lo:hi]) >= edge, lo, (last + 1) * frame)
     return onset / rate, offset / rate
 
 
-def _first_true(mask: BoolArray, lo: int, hi: int, default: int) -> int:
-    hits = np.flatnonzero(mask[lo:hi])
+def _first_true(mask: BoolArray, lo: int, default: int) -> int:
+    hits = np.flatnonzero(mask)
     return lo + int(hits[0]) if hits.size else default
 
 
-def _last_true(mask: BoolArray, lo: int, hi: int, default: int) -> int:
-    hits = np.flatnonzero(mask[lo:hi])
+def _last_true(mask: BoolArray, lo: int, default: int) -> int:
+    hits = np.flatnonzero(mask)
     return lo + int(hits[-1]) + 1 if hits.size else default
 
 
@@ -160,10 +226,20 @@ class StreamingVad:
         self._resampler = None if rate == VAD_RATE else soxr.ResampleStream(rate, VAD_RATE, 1)
         self._pending = np.zeros(0, dtype=np.float32)
         self._vad = webrtcvad.Vad(self.cfg.aggressiveness) if self.cfg.kind == "webrtc" else None
+        self._runs = SpeechRuns(self.cfg)
         self.frames_done = 0
 
+    def speech(self, samples: FloatArray) -> list[tuple[int, int]]:
+        """Spans [first, end) of frames (from the stream's start) found to be speech by this
+        chunk: what ``frame_flags`` says of the whole stream, decided as it arrives."""
+        flags, levels = self._frames(samples)
+        return self._runs.push(flags, levels)
+
     def push(self, samples: FloatArray) -> BoolArray:
-        """Flags of the frames completed by this chunk (raw, before short-run removal)."""
+        """Raw flags of the frames completed by this chunk (before the run rule)."""
+        return self._frames(samples)[0]
+
+    def _frames(self, samples: FloatArray) -> tuple[BoolArray, NDArray[np.float64]]:
         x = np.asarray(samples, dtype=np.float32)
         if self._resampler is not None:
             x = np.asarray(self._resampler.resample_chunk(x), dtype=np.float32)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
-from scoring.models.base import emotion_matrix
+from scoring.models.base import MIN_CLIP_S, emotion_matrix
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
@@ -46,6 +46,9 @@ class RunReport:
                 "replied": t.replied,
                 "no_reply": t.no_reply,
                 "failed": t.failed,
+                "timing_valid": t.timing_valid,  # latency comes from these sessions only
+                "latency_n": t.latency_n,
+                "truncated": t.truncated,
                 "latency_p50_ms": t.latency_p50_ms,
                 "latency_p90_ms": t.latency_p90_ms,
                 "reply_median_s": t.reply_median_s,
@@ -70,6 +73,19 @@ def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
     return row
 
 
+def out_of_n_reason(row: ResultRow) -> str | None:
+    """Why a completed sample is out of N before its scores are looked at: its own timing broke
+    its budget (the model may not have heard what the benchmark says it heard), or its reply is
+    shorter than a scorer takes."""
+    if row.status == "failed":
+        return None  # counted as failed
+    if row.timing_valid is False:
+        return "timing invalid"
+    if row.status == "ok" and (row.reply_duration_s or 0.0) < MIN_CLIP_S:
+        return "reply too short to score"
+    return None
+
+
 def sample_scores(
     rows: list[ResultRow], cache: ScoreCache
 ) -> tuple[list[SampleScores], dict[str, str]]:
@@ -82,9 +98,10 @@ def sample_scores(
         failed = row.status == "failed"
         reference = None if failed else _vector(cache, f"reference/{row.sample_id}")
         reply = _vector(cache, f"reply/{row.sample_id}") if row.status == "ok" else None
-        if not failed and reference is None:
+        out = out_of_n_reason(row)
+        if not failed and out is None and reference is None:
             unscored[f"reference/{row.sample_id}"] = "no cached score"
-        if row.status == "ok" and reply is None:
+        if row.status == "ok" and out is None and reply is None:
             # a reply that exists but has no score is not silence: leave the sample out
             unscored[f"reply/{row.sample_id}"] = "no cached score"
             reference = None
@@ -96,6 +113,7 @@ def sample_scores(
                 reference=reference,
                 reply=reply,
                 failed=failed,
+                out_reason=out,
             )
         )
     return samples, unscored

@@ -14,6 +14,7 @@ from simulator.report.tables import (
     _per_language_rows,
     _scorer_notes,
     leaderboard_rows,
+    out_of_n_notes,
     ranked,
 )
 
@@ -79,6 +80,7 @@ def html_report(reports: Sequence[RunReport], plots: Sequence[Path]) -> str:
             "and listed in the last column. Click a header to sort.</p>"
         )
     )
+    method += "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(reports))
     sections = [
         "<h1>MIRRORING leaderboard</h1>",
         warnings,

@@ -28,7 +28,8 @@ HEADERS = [
     "ref",
     "N",
     "reply rate",
-    "latency p50 ms",
+    "latency p50 ms (n)",
+    "timing valid",
     "failed",
 ]
 
@@ -71,7 +72,8 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
                 _num(m.ref_score),
                 str(m.n),
                 _pct(m.reply_rate),
-                _num(r.timing.latency_p50_ms, "{:.0f}"),
+                f"{_num(r.timing.latency_p50_ms, '{:.0f}')} ({r.timing.latency_n})",
+                f"{r.timing.timing_valid}/{r.timing.samples - r.timing.failed}",
                 str(m.n_failed),
             ]
         )
@@ -80,6 +82,18 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
 
 def _scorer_notes(reports: Sequence[RunReport]) -> list[str]:
     return sorted({NOT_COMPARABLE.format(scorer=r.scorer) for r in reports if not r.comparable})
+
+
+def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
+    """Per run: N, and every sample out of it by reason (none is dropped without a word), and
+    the replies cut short that are in it."""
+    notes = []
+    for r in ranked(reports):
+        out = r.metrics.out_of_n
+        reasons = ", ".join(f"{reason} {len(ids)}" for reason, ids in out.items()) or "none"
+        truncated = f"; {r.timing.truncated} replies truncated" if r.timing.truncated else ""
+        notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}")
+    return notes
 
 
 def _per_emotion_rows(reports: Sequence[RunReport]) -> list[list[str]]:
@@ -111,6 +125,8 @@ def terminal_report(reports: Sequence[RunReport]) -> str:
         *_scorer_notes(reports),
         "",
         render_table(HEADERS, leaderboard_rows(reports)),
+        "",
+        *out_of_n_notes(reports),
         "",
         "match rate by emotion (N):",
         render_table(["emotion", *runs], _per_emotion_rows(reports)),
@@ -146,6 +162,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) 
         _markdown_table(HEADERS, leaderboard_rows(reports)),
         "",
         method,
+        "",
+        *(f"- {note}" for note in out_of_n_notes(reports)),
         "",
         "## Match rate by emotion",
         "",

@@ -37,7 +37,7 @@ from simulator.core.bundle import (
 from simulator.core.emotions import EMOTION_NAMES
 from simulator.core.errors import ConfigError, InputError
 from simulator.core.timing import speech_end
-from simulator.core.vad import Segment, VadConfig, frame_flags, segments
+from simulator.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
 from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
 from simulator.scoring_run import ScoreCache, cache_path
 from simulator.store import MEASURES, ResultRow, read_results
@@ -385,7 +385,7 @@ def _vad_config(meta: dict[str, Any], notes: list[str]) -> VadConfig:
             if x is None or (isinstance(default, int) and not x.is_integer()):
                 raise ValueError(f"{key}={value!r}")
             values[key] = int(x) if isinstance(default, int) else x
-        return VadConfig(**values)
+        return VadConfig(**{**BEFORE_RUN_RULE, **values})
     except (TypeError, ValueError, AttributeError) as exc:
         notes.append(f"meta.json: unusable VAD settings ({exc}); the defaults are used")
         return _VAD_DEFAULTS

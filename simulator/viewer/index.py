@@ -64,14 +64,20 @@ def index_page(run: RunView, pages: str = "sessions", linked: Container[str] | N
 def _stats(run: RunView) -> str:
     rows = run.rows
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("ok", "no-reply", "failed")}
-    latencies = [r.latency_s for r in rows if r.latency_s is not None]
+    # latency from sessions whose own timing kept its budget only, with their count
+    latencies = [
+        r.latency_s for r in rows if r.latency_s is not None and r.timing_valid is not False
+    ]
     median = statistics.median(latencies) * 1000 if latencies else None
+    completed = [r for r in rows if r.status != "failed"]
+    valid = sum(1 for r in completed if r.timing_valid is not False)
     items = [
         ("sessions", str(len(rows))),
         ("replied", str(counts["ok"])),
         ("no reply", str(counts["no-reply"])),
         ("failed", str(counts["failed"])),
-        ("median latency", f"{fmt_num(median, '{:.0f}')} ms"),
+        ("timing valid", f"{valid}/{len(completed)}"),
+        ("median latency", f"{fmt_num(median, '{:.0f}')} ms (n={len(latencies)})"),
     ]
     if run.report is not None:
         m = run.report.metrics

@@ -129,10 +129,30 @@ def _header(run: RunView, s: SessionView, linked: Container[str] | None) -> str:
     )
 
 
+def _validity(r: ResultRow) -> str:
+    if r.timing_valid is None:
+        return "not checked (recorded before timing checks)"
+    return "valid" if r.timing_valid else f"invalid ({r.timing_invalid})"
+
+
+def _lags(loop_ms: float | None, recv_ms: float | None) -> str:
+    return f"{fmt_num(loop_ms, '{:.2f}')} / {fmt_num(recv_ms, '{:.2f}')} ms"
+
+
 def _problems(s: SessionView) -> str:
     parts = []
     if s.row.error:
         parts.append(f'<div class="alert error"><b>Session failed:</b> {esc(s.row.error)}</div>')
+    if s.row.timing_valid is False:
+        parts.append(
+            '<div class="alert warn"><b>Timing invalid:</b> '
+            f"{esc(s.row.timing_invalid or '')}; its latency is left out of the run's figures"
+            "</div>"
+        )
+    if s.row.truncated:
+        parts.append(
+            f'<div class="alert warn"><b>Reply truncated:</b> {esc(s.row.truncated)}</div>'
+        )
     if s.notes:
         items = "".join(f"<li>{esc(n)}</li>" for n in s.notes)
         parts.append(f'<div class="alert warn">Problems with the recording:<ul>{items}</ul></div>')
@@ -342,8 +362,11 @@ def _metrics(run: RunView, s: SessionView) -> str:
         ("response latency", fmt_ms(r.latency_s)),
         ("reply duration", fmt_s(r.reply_duration_s, 2)),
         ("overlap with Speaker A", fmt_s(r.overlap_s, 2)),
+        ("truncated", r.truncated or "no"),
         ("Streaming", ""),
+        ("timing", _validity(r)),
         ("send error p50 / p99 / max", _send_errors(r.send_p50_ms, r.send_p99_ms, r.send_max_ms)),
+        ("loop lag / receive lag (max)", _lags(r.loop_lag_max_ms, r.recv_lag_max_ms)),
         (
             "bytes sent / received",
             f"{fmt_num(r.bytes_sent, '{:,}')} / {fmt_num(r.bytes_received, '{:,}')}",

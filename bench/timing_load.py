@@ -1,0 +1,231 @@
+"""Timing under load: what ``duplexsim run`` vouches for at 1x, 2x and 4x the concurrency this
+machine paces, and what the client's own timing checks cost.
+
+    python bench/timing_load.py [--base 8] [--context-s 3] [--rounds 3] [--cpu-sessions 8]
+
+Part 1 (``ladder``): one run per load, side by side in one process, against a delayed-echo fake
+(pcm-ws, in a second process; its reply's first sample lies exactly ``--latency`` after the end
+of the user's speech). Each run has 2 x its concurrency samples, no retries (so the share of
+timing-valid sessions shows the load, not the retries), and admission control off (the load is
+the one asked for); a last run at 4x with admission on shows what the runner does by itself.
+Reported per run: sessions per second of wall time, the share with valid timing, the latency
+error of the valid ones against the truth and against a re-measurement from their own
+input.wav/output.wav (p50, p99, max), and the run's wall time.
+
+Part 2 (``cpu``): CPU per paced frame of duplexsim's client (``run_session`` + ``PcmWsClient``)
+against a minimal sender written with websockets alone (the same hello, the same frames on the
+same absolute schedule, every reply message read and dropped), against the same silent fake,
+alternating for ``--rounds`` rounds of ``--cpu-sessions`` concurrent sessions each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import websockets
+
+from clients.base import ClientConfig
+from clients.pcm_ws.client import PcmWsClient
+from simulator import eventloop
+from simulator.core.audio import frame_signal, read_audio
+from simulator.core.benchmark import load_benchmark
+from simulator.core.retry import RetryPolicy
+from simulator.core.timing import measure_reply, speech_end
+from simulator.core.turns import TurnSettings
+from simulator.fakes import FakeModelProcess
+from simulator.profiles import ModelProfile
+from simulator.runner import RunOptions, execute_run
+from simulator.session import SessionSettings, run_session
+
+RATE = 16000
+FRAME = 320
+SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=5.0, reply_timeout_s=3.0))
+
+
+def voiced(seconds: float, f0: float = 140.0) -> np.ndarray:
+    """Speech-like: harmonics under a 4 Hz syllable envelope (webrtcvad calls it speech)."""
+    t = np.arange(round(seconds * RATE)) / RATE
+    x = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 8)) * (
+        0.6 + 0.4 * np.sin(2 * np.pi * 4.0 * t)
+    )
+    return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
+
+
+def context(seconds: float) -> np.ndarray:
+    """0.2 s silence, speech, then 0.3 s silence."""
+    x = np.zeros(round(seconds * RATE), np.float32)
+    x[round(0.2 * RATE) : round((seconds - 0.3) * RATE)] = voiced(seconds - 0.5)
+    return x
+
+
+def write_benchmark(root: Path, samples: int, context_s: float) -> Path:
+    (root / "audio").mkdir(parents=True)
+    sf.write(root / "audio" / "c.wav", context(context_s), RATE, subtype="PCM_16")
+    sf.write(root / "audio" / "r.wav", voiced(0.5), RATE, subtype="PCM_16")
+    line = {"language": "en", "emotion": "Amusement", "context": "audio/c.wav"}
+    lines = [
+        json.dumps({"id": f"s{i:04d}", **line, "reference": "audio/r.wav"}) for i in range(samples)
+    ]
+    (root / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 3) if values else None
+
+
+async def ladder_run(
+    url: str, root: Path, concurrency: int, args: argparse.Namespace, *, admission: bool
+) -> dict[str, Any]:
+    name = f"c{concurrency}{'-admission' if admission else ''}"
+    bench = load_benchmark(write_benchmark(root / name, 2 * concurrency, args.context_s))
+    opts = RunOptions(
+        run_id=name,
+        runs_dir=root / "runs",
+        concurrency=concurrency,
+        settings=SETTINGS,
+        retry=RetryPolicy(max_attempts=1),
+        quiet=True,
+        admission=admission,
+    )
+    profile = ModelProfile(name="delayed-echo", protocol="pcm-ws", url=url)
+    wall = time.monotonic()
+    rows = await execute_run(bench, profile, opts)
+    wall = time.monotonic() - wall
+    valid = [r for r in rows if r.timing_valid and r.status == "ok" and r.latency_s is not None]
+    truth_ms = [abs(r.latency_s - args.latency) * 1000 for r in valid]  # type: ignore[operator]
+    audio_ms = []
+    for r in valid:
+        folder = opts.run_dir / str(r.bundle)
+        sent, heard = read_audio(folder / "input.wav"), read_audio(folder / "output.wav")
+        end = speech_end(sent.samples, sent.sample_rate)
+        again = measure_reply(heard.samples, heard.sample_rate, speech_end_s=end)
+        if again.latency_s is not None:
+            audio_ms.append(abs(again.latency_s - r.latency_s) * 1000)  # type: ignore[operator]
+    reasons = [" ".join(str(r.timing_invalid).split()[:2]) for r in rows if r.timing_invalid]
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    return {
+        "run": name,
+        "sessions": len(rows),
+        "status": statuses,
+        "sessions_per_s": round(len(rows) / wall, 2),
+        "valid_share": round(sum(bool(r.timing_valid) for r in rows) / len(rows), 3),
+        "valid_replies": len(valid),
+        "latency_error_vs_truth_ms": {q: pct(truth_ms, q) for q in (50, 99, 100)},
+        "latency_error_vs_audio_ms": {q: pct(audio_ms, q) for q in (50, 99, 100)},
+        "invalid_by": dict(Counter(reasons)),
+        "wall_s": round(wall, 1),
+    }
+
+
+async def client_round(url: str, n: int, ctx: np.ndarray) -> tuple[float, int]:
+    async def one() -> int:
+        out = await run_session(PcmWsClient(ClientConfig(url=url)), ctx, SETTINGS)
+        return out.send.frames
+
+    cpu = time.process_time()
+    frames = sum(await asyncio.gather(*(one() for _ in range(n))))
+    return time.process_time() - cpu, frames
+
+
+async def minimal_round(url: str, n: int, ctx: np.ndarray) -> tuple[float, int]:
+    """The same frames on the same schedule, with websockets alone."""
+    frames = frame_signal(ctx, FRAME)
+    total = len(frames) + math.ceil(SETTINGS.turns.reply_timeout_s / 0.02)
+    pcm = [(np.clip(f, -1, 1) * 32767).astype("<i2").tobytes() for f in frames]
+    silence = bytes(2 * FRAME)
+    hello = json.dumps({"type": "hello", "sample_rate": RATE, "frame_ms": 20, "version": 1,
+                        "encoding": "pcm16le", "channels": 1}, separators=(",", ":"))  # fmt: skip
+
+    async def one() -> int:
+        loop = asyncio.get_running_loop()
+        async with websockets.connect(url, compression=None, max_queue=None) as ws:
+            await ws.send(hello)
+            await ws.recv()
+
+            async def drain() -> None:
+                async for _ in ws:
+                    pass
+
+            reader = asyncio.create_task(drain())
+            t0 = math.ceil(loop.time() * 1000) / 1000
+            for k in range(total):
+                delay = t0 + 0.02 * k - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await ws.send(pcm[k] if k < len(pcm) else silence)
+            reader.cancel()
+        return total
+
+    cpu = time.process_time()
+    sent = sum(await asyncio.gather(*(one() for _ in range(n))))
+    return time.process_time() - cpu, sent
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "command": " ".join(["python", *sys.argv]),
+        "cores": os.cpu_count(),
+        "load_before": os.getloadavg(),
+    }
+    if "ladder" in args.parts:
+        fake_args = ("--latency", str(args.latency), "--hangover", "0.25")
+        async with FakeModelProcess("pcm-ws", "delayed-echo", *fake_args) as fake:
+            with tempfile.TemporaryDirectory() as tmp:
+                runs = []
+                for factor in (1, 2, 4):
+                    runs.append(await ladder_run(fake.url, Path(tmp), factor * args.base, args,
+                                                 admission=False))  # fmt: skip
+                    print(json.dumps(runs[-1]), flush=True)
+                runs.append(await ladder_run(fake.url, Path(tmp), 4 * args.base, args,
+                                             admission=True))  # fmt: skip
+                print(json.dumps(runs[-1]), flush=True)
+        result["ladder"] = runs
+    if "cpu" in args.parts:
+        ctx = context(args.context_s)
+        per_frame: dict[str, list[float]] = {"duplexsim": [], "websockets": []}
+        async with FakeModelProcess("pcm-ws", "silent") as fake:
+            for _ in range(args.rounds):
+                for kind, fn in (("duplexsim", client_round), ("websockets", minimal_round)):
+                    cpu, frames = await fn(fake.url, args.cpu_sessions, ctx)
+                    per_frame[kind].append(1e6 * cpu / frames)
+                    print(kind, round(per_frame[kind][-1], 1), "us/frame", flush=True)
+        ratio = [
+            a / b for a, b in zip(per_frame["duplexsim"], per_frame["websockets"], strict=True)
+        ]
+        result["cpu_us_per_frame"] = {k: [round(x, 1) for x in v] for k, v in per_frame.items()}
+        result["cpu_ratio"] = [round(x, 2) for x in ratio]
+    result["load_after"] = os.getloadavg()
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base", type=int, default=8, help="the concurrency this machine paces (1x)")
+    p.add_argument("--context-s", type=float, default=3.0)
+    p.add_argument("--latency", type=float, default=0.5, help="the fake's latency (s)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cpu-sessions", type=int, default=8)
+    p.add_argument("--parts", default="ladder,cpu")
+    args = p.parse_args()
+    result = eventloop.run(main_async(args))
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""What a recorded session's own files say about its timing: its sends against the schedule, and
+its reply re-measured from output.wav against what the session decided.
+
+A session can be replayed faithfully and still have been timed badly (its sends late, its loop
+behind): ``audit_bundle`` checks the recording itself, so ``replay`` reports those sessions too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.core.audio import read_audio
+from simulator.core.bundle import OUTPUT, BundleMeta, read_events
+from simulator.core.errors import ConfigError, InputError
+from simulator.core.timing import TimingBudget, TimingCheck, check_timing, measure_reply
+from simulator.core.vad import BEFORE_RUN_RULE, VadConfig
+
+__all__ = ["TimingAudit", "audit_bundle"]
+
+
+@dataclass(frozen=True)
+class TimingAudit:
+    check: TimingCheck  # the recorded sends (against the schedule) and lags, against the budget
+    recorded_onset_s: float | None
+    remeasured_onset_s: float | None
+
+    @property
+    def onset_diff_ms(self) -> float | None:
+        a, b = self.recorded_onset_s, self.remeasured_onset_s
+        return None if a is None or b is None else (b - a) * 1000.0
+
+    def disagrees(self, tolerance_ms: float) -> bool:
+        """The re-measurement finds a reply where the session found none, or the reverse, or
+        puts its onset more than ``tolerance_ms`` away."""
+        if (self.recorded_onset_s is None) != (self.remeasured_onset_s is None):
+            return True
+        diff = self.onset_diff_ms
+        return diff is not None and abs(diff) > tolerance_ms
+
+
+def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
+    settings = meta.settings
+    budget = TimingBudget(**settings.get("budget", {}))
+    check = _send_check(bundle, budget)
+    outcome = meta.outcome
+    timing = outcome.get("timing") or {}
+    recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
+    remeasured = None
+    if outcome.get("status") != "failed":
+        vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
+        try:
+            heard = read_audio(bundle / OUTPUT)
+        except InputError as exc:
+            raise ConfigError(f"{bundle}: cannot read output.wav ({exc})") from None
+        again = measure_reply(
+            heard.samples,
+            heard.sample_rate,
+            speech_end_s=timing.get("speech_end_s"),
+            window_start_s=meta.sample.context_turn_start_s or 0.0,
+            vad=vad,
+        )
+        remeasured = again.onset_s
+    return TimingAudit(check, recorded, remeasured)
+
+
+def _send_check(bundle: Path, budget: TimingBudget) -> TimingCheck:
+    """Each recorded send against the schedule (frame n due at n frames), not against the due
+    time the session wrote beside it: a session whose clock or schedule went wrong shows here."""
+    frame_s = 0.02
+    errors: list[float] = []
+    lags: list[float] = []
+    for lineno, event in read_events(bundle):
+        if event is None:
+            raise ConfigError(f"{bundle}: events.jsonl line {lineno} is not a JSON object")
+        if event.get("kind") == "start":
+            frame_s = float(event.get("frame_ms", 20)) / 1000.0
+        elif event.get("dir") == "send" and "n" in event:
+            due = int(event["n"]) * frame_s
+            errors.append(float(event["t"]) - due)
+            lags.append(float(event.get("woke", event["t"])) - due)
+    return check_timing(errors, lags, 0.0, frame_s, budget)

@@ -1,0 +1,163 @@
+"""Session timing on a virtual clock, exact to the sample: placement, onset, end of reply,
+truncation, a lagging model, late chunks, a model that streams only noise."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.behaviours import behaviour_factory
+from simulator.core.turns import TurnSettings
+from simulator.runner import outcome_row
+from simulator.session import SessionOutcome, SessionSettings, run_session
+from simulator.summary import summarise_rows
+from tests.conftest import voiced_signal
+from tests.virtualclock import ScriptedClient, run_virtual
+
+RATE = 16000
+SAMPLE = 1 / RATE
+SETTINGS = SessionSettings(
+    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
+    stall_timeout_s=5.0,
+    deadline_margin_s=2.0,
+)
+
+
+def context(speech_s: float = 1.0) -> np.ndarray:
+    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s."""
+    x = np.zeros(int((0.3 + speech_s) * RATE), np.float32)
+    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
+    return x
+
+
+def session(client: ScriptedClient, settings: SessionSettings = SETTINGS) -> SessionOutcome:
+    return run_virtual(run_session(client, context(), settings))
+
+
+def echo(latency_s: float = 0.5, **kw: object) -> ScriptedClient:
+    behaviour = behaviour_factory("delayed-echo", latency_s=latency_s, hangover_s=0.25)(RATE)
+    return ScriptedClient(behaviour, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("latency_s", [0.3, 0.8])
+def test_latency_is_exact_to_the_sample(latency_s: float) -> None:
+    out = session(echo(latency_s))
+    assert out.status == "ok" and out.end_reason == "end-of-turn" and out.truncated is None
+    assert out.timing is not None and out.timing.latency_s is not None
+    assert abs(out.timing.latency_s - latency_s) <= SAMPLE
+    assert out.send.max_ms == 0.0  # the virtual clock is never late
+
+
+def test_a_model_two_seconds_behind_keeps_its_whole_reply() -> None:
+    patient = SessionSettings(turns=TurnSettings(hangover_s=0.5, reply_timeout_s=3.0))
+    on_time = session(echo(0.5), patient)
+    lagging = session(echo(0.5, delay=lambda k: 2.0), patient)
+    assert lagging.status == "ok" and lagging.truncated is None
+    assert on_time.timing is not None and lagging.timing is not None
+    assert lagging.timing.duration_s == pytest.approx(on_time.timing.duration_s, abs=SAMPLE)
+    assert lagging.timing.latency_s == pytest.approx(on_time.timing.latency_s + 2.0, abs=SAMPLE)
+
+
+def test_a_stream_that_stalls_mid_reply_is_heard_out_in_its_own_time() -> None:
+    # the reply plays from 1.7 s; its chunk at 1.9 s is held back 2.5 s, longer than the
+    # hangover, and what follows comes after it: the reply goes on in the model's audio, so it
+    # is not cut at the stall
+    on_time = session(echo(0.5, end_of_turn=False))
+    stalled = session(echo(0.5, end_of_turn=False, delay=lambda k: 2.5 if k == 95 else 0.0))
+    assert on_time.timing is not None and stalled.timing is not None
+    assert stalled.status == "ok" and stalled.end_reason == "vad-hangover"
+    assert stalled.timing.onset_s == pytest.approx(on_time.timing.onset_s, abs=SAMPLE)
+    assert stalled.timing.duration_s >= on_time.timing.duration_s
+
+
+def test_a_late_chunk_does_not_move_the_onset_or_split_the_reply() -> None:
+    on_time = session(echo(0.5))
+    first = round((on_time.timing.onset_s or 0.0) / 0.02)  # type: ignore[union-attr]
+    late = session(echo(0.5, delay=lambda k: 0.03 if k == first + 1 else 0.0))
+    assert on_time.timing is not None and late.timing is not None
+    assert late.timing.onset_s == pytest.approx(on_time.timing.onset_s, abs=SAMPLE)
+    assert late.timing.duration_s == pytest.approx(on_time.timing.duration_s, abs=SAMPLE)
+
+
+def test_a_reply_cut_at_its_maximum_length_is_flagged_truncated() -> None:
+    settings = SessionSettings(
+        turns=TurnSettings(hangover_s=0.5, max_reply_s=0.4, reply_timeout_s=1.0),
+        deadline_margin_s=2.0,
+    )
+    out = session(echo(0.5), settings)
+    assert out.status == "ok" and out.end_reason == "max-length"
+    assert out.truncated == "max-length"
+    assert out.timing is not None and out.timing.duration_s is not None
+    assert out.timing.duration_s <= 0.4 + SAMPLE
+
+
+def noise(level_dbfs: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    amp = 10 ** (level_dbfs / 20) * np.sqrt(3)  # uniform noise with that RMS
+
+    def add(audio: np.ndarray) -> np.ndarray:
+        return (audio + rng.uniform(-amp, amp, audio.size)).astype(np.float32)
+
+    return add
+
+
+@pytest.mark.parametrize("level", [-30.0, -39.0, -50.0])
+def test_a_model_streaming_steady_noise_has_no_reply(level: float) -> None:
+    silent = behaviour_factory("silent")(RATE)
+    out = session(ScriptedClient(silent, transform=noise(level)))
+    assert out.status == "no-reply" and out.end_reason == "no-reply"
+    assert out.timing is not None and out.timing.onset_s is None
+
+
+def test_speech_over_steady_noise_is_found() -> None:
+    clean = session(echo(0.5))
+    noisy = session(echo(0.5, transform=noise(-45.0)))
+    assert clean.timing is not None and noisy.timing is not None
+    assert noisy.status == "ok"
+    assert noisy.timing.onset_s == pytest.approx(clean.timing.onset_s, abs=0.002)
+
+
+class SlowSend(ScriptedClient):
+    """A client whose send of one frame takes ``stall_s`` (a loaded sender)."""
+
+    def __init__(self, *args: object, frame: int, stall_s: float, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.frame, self.stall_s = frame, stall_s
+
+    async def send_audio(self, samples: np.ndarray) -> None:
+        if len(self.sent_frames) == self.frame:
+            await asyncio.sleep(self.stall_s)
+        await super().send_audio(samples)
+
+
+def test_timing_is_valid_while_the_sends_keep_their_budget() -> None:
+    out = session(echo(0.5))
+    assert out.check.valid and out.check.invalid is None
+    assert (out.check.send.max_ms, out.check.loop_lag_max_ms) == (0.0, 0.0)
+
+
+def test_a_send_over_budget_makes_the_session_invalid_exactly() -> None:
+    behaviour = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)(RATE)
+    out = session(SlowSend(behaviour, frame=40, stall_s=0.025))
+    assert out.status == "ok"  # the reply is still measured; its figures are not vouched for
+    assert out.check.send.max_ms == pytest.approx(25.0, abs=1e-6)
+    assert out.check.invalid == "send max 25.0 ms > 20 ms"
+    # the frames after it were late too (the loop was behind), by less each time
+    assert out.check.loop_lag_max_ms == pytest.approx(5.0, abs=1e-6)
+
+
+def test_the_summary_agrees_with_the_rows_for_a_noise_only_model(tmp_path: Path) -> None:
+    silent = behaviour_factory("silent")(RATE)
+    outs = [session(ScriptedClient(silent, transform=noise(-39.0, seed))) for seed in range(3)]
+    rows = [
+        outcome_row(f"s{i}", "en", "", out, 1, tmp_path / f"s{i}", tmp_path)
+        for i, out in enumerate(outs)
+    ]
+    summary = summarise_rows("noise", rows)
+    assert [r.status for r in rows] == ["no-reply"] * 3
+    assert [r.end_reason for r in rows] == ["no-reply"] * 3
+    assert (summary.replied, summary.no_reply, summary.reply_rate) == (0, 3, 0.0)
+    assert summary.latency_p50_ms is None and summary.overlapped == 0
