@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulator.core.errors import SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "AudioOut",
@@ -182,7 +183,7 @@ class DuplexClient(ABC):
         """Settings safe to record (no secrets)."""
         return {
             "protocol": self.protocol,
-            "url": self.config.url,
+            "url": redact(self.config.url, (self.config.api_key,)),
             "model": self.config.model,
             "voice": self.config.voice,
             "options": dict(self.config.options),

@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -33,14 +34,17 @@ from simulator.admission import Headroom
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
+from simulator.core.names import check_name
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
+from simulator.lifeline import watch_owner
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import record_session, remove_unfinished
+from simulator.runlock import run_lock
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -74,6 +78,9 @@ class RunOptions:
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
 
     @property
     def run_dir(self) -> Path:
@@ -116,7 +123,10 @@ class _Writer:
 
     def _put(self, row: ResultRow) -> None:
         with self.lock:
-            self.store.put(row)
+            try:
+                self.store.put(row)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
 
 
 def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:
@@ -131,8 +141,16 @@ def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
     workers = max(1, (os.cpu_count() or 2) - 1)
     context = multiprocessing.get_context("forkserver")
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=yield_to_pacing
+        max_workers=workers,
+        mp_context=context,
+        initializer=_start_pool_worker,
+        initargs=(os.getpid(),),
     )
+
+
+def _start_pool_worker(owner_pid: int) -> None:
+    watch_owner(owner_pid)  # a worker outlives a killed run otherwise (and keeps the forkserver)
+    yield_to_pacing()
 
 
 def yield_to_pacing() -> None:
@@ -233,6 +251,14 @@ async def execute_run(
     client_class(profile.protocol)  # unknown protocol fails before anything starts
     if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
+    _check_writable(opts.run_dir)
+    with run_lock(opts.run_dir, opts.run_id, opts.shard):
+        return await _execute_locked(bench, profile, opts, progress)
+
+
+async def _execute_locked(
+    bench: Benchmark, profile: ModelProfile, opts: RunOptions, progress: Progress | None
+) -> list[ResultRow]:
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)

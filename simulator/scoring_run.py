@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,8 @@ from numpy.typing import NDArray
 from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
 from simulator.core.audio import read_audio, resample
 from simulator.core.bundle import OUTPUT, read_meta
-from simulator.core.errors import ConfigError, InputError
+from simulator.core.errors import ConfigError, InputError, StorageError
+from simulator.core.files import write_text_atomic
 from simulator.store import ResultRow, read_results
 
 __all__ = ["ClipJob", "ScoreCache", "ScoreOutcome", "collect_clips", "score_run"]
@@ -163,7 +162,11 @@ class ScoreCache:
         self.items[job.key] = {"digest": job.digest, "values": [float(v) for v in values]}
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the cache; a read-only or full disk is a StorageError naming the file."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(self.path.parent, exc, "create") from None
         data = {
             "version": CACHE_VERSION,
             "scorer": self.scorer,
@@ -171,14 +174,7 @@ class ScoreCache:
             "dimensions": self.dimensions,
             "items": self.items,
         }
-        fd, tmp = tempfile.mkstemp(prefix=".scores.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(self.path, json.dumps(data))
 
     def vector(self, key: str) -> list[float] | None:
         item = self.items.get(key)

@@ -34,8 +34,10 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
-from simulator.core.errors import Disconnected, SessionError
+from simulator.core.errors import Disconnected, ProtocolError, SessionError
+from simulator.core.intake import AHEAD_MARGIN_S, Intake
 from simulator.core.records import EventRecords
+from simulator.core.redact import redact
 from simulator.core.timeline import OutputTrack, Schedule
 from simulator.core.timing import (
     ReplyTiming,
@@ -179,6 +181,8 @@ class _Session:
             settings.turns, context_end_s=math.inf, window_start_s=window_start_s
         )
         self.track = OutputTrack(self.caps.output_rate, bridge_s=settings.bridge_s)
+        # what a server may send is bounded: a flood fails the session instead of filling memory
+        self.intake = Intake(self.caps.output_rate, settings.turns.max_reply_s + AHEAD_MARGIN_S)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
@@ -200,6 +204,10 @@ class _Session:
         return self.detector.ended is not None or self.ended_by is not None
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
+        # every text a server sends (transcripts, error messages) passes here on its way to a file
+        for name, value in fields.items():
+            if isinstance(value, str):
+                fields[name] = redact(value, (self.client.config.api_key,))
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
         self.records.add_event(t, event)
 
@@ -307,6 +315,7 @@ class _Session:
     def on_event(self, event: ClientEvent) -> None:
         t = event.arrival - self.t0
         self.last_rx = event.arrival
+        self.intake.message(t)
         if isinstance(event, AudioOut):
             self._on_audio(event, t)
         elif isinstance(event, EndOfTurn):
@@ -315,6 +324,7 @@ class _Session:
             # a burst sent faster than real time is over only once it has played out
             self.detector.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
+            self.intake.text(len(event.text))
             self.log(t, "recv", "transcript", text=event.text, final=event.final)
         elif isinstance(event, SpeechStarted | SpeechStopped):
             self.log(
@@ -326,6 +336,7 @@ class _Session:
             self._on_provider_emotion(event, t)
         elif isinstance(event, ErrorEvent):
             err = event.error
+            self.intake.text(len(err.message))
             self.log(
                 t,
                 "recv",
@@ -354,6 +365,7 @@ class _Session:
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)
         placed = self.track.place(samples, t, event.offset_s, silent=event.silent)
+        self.intake.audio(placed.n_samples, t, placed.start_s + placed.n_samples / self.track.rate)
         self.records.add_received(
             t, placed.n_samples, placed.start_s, event.offset_s, placed.silent
         )
@@ -448,6 +460,11 @@ async def run_session(
             await s.stream()
     except SessionError as exc:
         error = exc
+    except (ValueError, TypeError, LookupError, RecursionError) as exc:
+        # whatever a server's bytes make of a decoder that missed them: this session's failure,
+        # never the run's
+        what = f"{type(exc).__name__}: {str(exc)[:200]}"
+        error = ProtocolError(f"could not handle what the server sent ({what})")
     except TimeoutError:
         timed_out = True
         if s.detector.onset_s is None:  # a reply cut by the deadline is kept, marked truncated
@@ -532,7 +549,7 @@ def _outcome(
         records=s.records,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
-        error=None if error is None else error.message,
+        error=None if error is None else redact(error.message, (s.client.config.api_key,)),
         truncated=truncated,
         retryable=False if error is None else error.retryable,
         retry_after_s=getattr(error, "retry_after_s", None),

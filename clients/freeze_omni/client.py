@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
@@ -24,6 +23,7 @@ from clients.freeze_omni.events import INPUT_RATE, OUTPUT_RATE
 from clients.freeze_omni.protocol import ClientProtocol
 from clients.pcm_ws.protocol import handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConfigError, ConnectError, Disconnected, SessionError
 
 __all__ = ["FreezeOmniClient", "socketio_url"]
@@ -78,7 +78,7 @@ class FreezeOmniClient(WebSocketClient):
     def refused(self, response: Response) -> SessionError:
         return handshake_error(response.status_code, response.headers)
 
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         try:
             async with asyncio.timeout(self.config.connect_timeout_s):
                 while not self._proto.ready:

@@ -21,6 +21,7 @@ from simulator.core.errors import (
     RemoteError,
     SessionError,
 )
+from simulator.core.redact import redact
 
 __all__ = ["api_error", "close_error", "close_text", "handshake_error", "redact_url"]
 
@@ -93,8 +94,7 @@ def handshake_error(status: int, headers: Mapping[str, str], body: bytes = b"") 
 
 def redact_url(url: str, secret: str | None = None) -> str:
     """``url`` with any ``key=`` query value (and ``secret`` anywhere) blanked out."""
-    url = re.sub(r"([?&](?:key|access_token)=)[^&#]*", r"\1***", url)
-    return url.replace(secret, "***") if secret else url
+    return redact(url, (secret,))
 
 
 def close_text(code: int | None, reason: str) -> str:

@@ -35,6 +35,7 @@ from clients.mediaclock import MediaClock
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -212,7 +213,7 @@ class ClientProtocol:
         return api_error(err.code, err.status, self._redact(err.message))
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return redact(text, (self._secret,))
 
 
 # --- fake server ---------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
@@ -16,6 +15,7 @@ from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import RealtimeOptions
 from clients.openai_realtime.protocol import ClientProtocol, endpoint_url, handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 
 __all__ = ["OpenAIRealtimeClient"]
@@ -62,7 +62,7 @@ class OpenAIRealtimeClient(WebSocketClient):
     def refused(self, response: Response) -> SessionError:
         return handshake_error(response.status_code, response.headers)
 
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         """session.created -> session.update -> session.updated, within connect_timeout_s."""
         timeout = self.config.connect_timeout_s
         try:

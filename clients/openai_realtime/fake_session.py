@@ -76,15 +76,7 @@ def default_session(dialect: str, session_id: str, model: str | None) -> dict[st
                 "format": dict(fmt),
                 "noise_reduction": None,
                 "transcription": None,
-                "turn_detection": {
-                    "type": "server_vad",
-                    "threshold": 0.5,
-                    "prefix_padding_ms": 300,
-                    "silence_duration_ms": 500,
-                    "idle_timeout_ms": None,
-                    "create_response": True,
-                    "interrupt_response": True,
-                },
+                "turn_detection": dict(_VAD_DEFAULTS["server_vad"]),
             },
             "output": {"format": dict(fmt), "voice": "marin", "speed": 1.0},
         },
@@ -102,7 +94,35 @@ def apply_update(session: dict[str, Any], update: Any, dialect: str) -> dict[str
         _check_xai(update)
     else:
         _check_openai(update)
-    return merge(session, update)
+    merged = merge(session, update)
+    if dialect == "openai":
+        _retype_turn_detection(session, update, merged)
+    return merged
+
+
+def _retype_turn_detection(
+    old: dict[str, Any], update: dict[str, Any], new: dict[str, Any]
+) -> None:
+    """A turn detection of another type replaces the old one whole, filled with that type's
+    defaults (its settings do not carry over: semantic_vad has no threshold)."""
+    td = update.get("audio", {}).get("input", {}).get("turn_detection")
+    before = old["audio"]["input"].get("turn_detection")
+    if not isinstance(td, dict) or (isinstance(before, dict) and before["type"] == td["type"]):
+        return
+    new["audio"]["input"]["turn_detection"] = {**_VAD_DEFAULTS[td["type"]], **td}
+
+
+_VAD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "server_vad": {
+        "type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+        "silence_duration_ms": 500, "idle_timeout_ms": None, "create_response": True,
+        "interrupt_response": True,
+    },
+    "semantic_vad": {
+        "type": "semantic_vad", "eagerness": "auto", "create_response": True,
+        "interrupt_response": True,
+    },
+}  # fmt: skip
 
 
 def vad(session: dict[str, Any], dialect: str) -> dict[str, Any] | None:

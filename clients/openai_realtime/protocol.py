@@ -40,6 +40,7 @@ from simulator.core.errors import (
     RemoteError,
     SessionError,
 )
+from simulator.core.redact import redact
 
 __all__ = [
     "ClientProtocol",
@@ -247,10 +248,7 @@ def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
 
 
 def _scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return redact(text, secrets)
 
 
 def _table(value: Any) -> dict[str, Any]:

@@ -12,19 +12,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import ssl
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.server import ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import MAX_MESSAGE, DelayedOutbox, RunningServer, carry_out, converse
+from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults
 from clients.openai_realtime.server_protocol import ServerProtocol
-from clients.wsinbox import InboxServerConnection
+from clients.wsconn import WsConnection
 
 __all__ = ["PATH", "start_server"]
 
@@ -41,24 +40,20 @@ async def start_server(
     dialect: str = "openai",
     beta_names: bool = False,
     require_model: bool = False,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve openai-realtime; each connection gets a fresh behaviour at the session's input rate.
 
     ``dialect`` "xai" mimics xAI's Grok voice agent; ``beta_names`` sends the retired beta event
     names (``response.audio.delta`` ...) to exercise a client's aliases. ``require_model``
     refuses a handshake without ``?model=`` (HTTP 400) as OpenAI does; off by default, since
-    ``fake:`` profiles name no model.
+    ``fake:`` profiles name no model. ``ssl_context`` serves wss://.
     """
     faults = faults or Faults()
     ids = itertools.count(1)
     ServerProtocol(behaviour_factory, dialect=dialect)  # a bad dialect fails here, not per client
 
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        rejection = faults.admit()
-        if rejection is not None:
-            response = connection.respond(rejection.status, rejection.body)
-            response.headers.update(Headers(rejection.headers))
-            return response
+    def check(connection: WsConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
         if url.path.rstrip("/") != PATH:
             return _refuse(connection, 404, "invalid_request_error", "not_found", "Not found.")
@@ -72,7 +67,7 @@ async def start_server(
             return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
         return None
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         assert ws.request is not None
         protocol = ServerProtocol(
             behaviour_factory,
@@ -92,31 +87,18 @@ async def start_server(
         finally:
             outbox.cancel()
 
-    # close_timeout is short because a stalled connection never answers a close
-    server = await serve(
+    return await serve_websockets(
         handler,
-        host,
-        port,
-        create_connection=InboxServerConnection,
-        compression=None,
-        process_request=process_request,
-        close_timeout=1.0,
-        max_size=MAX_MESSAGE,
+        host=host,
+        port=port,
+        faults=faults,
+        path=PATH,
+        check=check,
+        ssl_context=ssl_context,
     )
-    bound = server.sockets[0].getsockname()
-    shown = f"[{host}]" if ":" in host else host
-    url = f"ws://{shown}:{bound[1]}{PATH}"
-
-    async def close() -> None:
-        server.close()
-        await server.wait_closed()
-
-    return RunningServer(host, int(bound[1]), url, close)
 
 
-def _refuse(
-    connection: ServerConnection, status: int, kind: str, code: str, message: str
-) -> Response:
+def _refuse(connection: WsConnection, status: int, kind: str, code: str, message: str) -> Response:
     body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
     response = connection.respond(status, body + "\n")
     del response.headers["Content-Type"]

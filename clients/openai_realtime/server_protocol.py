@@ -39,6 +39,7 @@ from clients.openai_realtime import fake_session
 from clients.openai_realtime.events import BETA_ALIASES
 from clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
 from clients.serveractions import Action, Burst, Close, Send, Stall
+from simulator.core import safejson
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
@@ -124,8 +125,8 @@ class ServerProtocol:
         if self._done:
             return []
         try:
-            obj = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
+            obj = safejson.loads(text)
+        except safejson.JsonError:
             return [self._error("invalid_json", "The event is not valid JSON.", None, None)]
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             return [self._error("missing_required_parameter", "Missing 'type'.", "type", None)]
@@ -394,7 +395,13 @@ class ServerProtocol:
 
     @staticmethod
     def _item(resp: FakeResponse, status: str | None) -> dict[str, Any]:
-        item = {"id": resp.iid, "object": "realtime.item", "type": "message", "role": "assistant"}
+        item = {
+            "id": resp.iid,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_audio", "transcript": resp.said}],
+        }
         return item if status is None else {**item, "status": status}
 
     def _respond_empty(self) -> list[Action]:
@@ -437,6 +444,7 @@ class ServerProtocol:
             "object": "realtime.item",
             "type": "message",
             "role": "user",
+            "content": [{"type": "input_audio", "transcript": None}],
         }
         return [
             self._event("input_audio_buffer.committed", item_id=item["id"], previous_item_id=None),

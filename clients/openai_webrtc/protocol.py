@@ -17,7 +17,6 @@ track delivers, speaks the data channel and applies the media-time faults.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,9 @@ from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import merge
 from clients.openai_realtime.protocol import classify_error
 from clients.openai_webrtc.rtc import ENCODER_DELAY_S, JITTER_DELAY_S
+from simulator.core import safejson
 from simulator.core.errors import ConfigError, ProtocolError, RemoteError
+from simulator.core.redact import redact
 
 __all__ = [
     "Action",
@@ -278,10 +279,7 @@ class ClientProtocol:
         try:
             return wire.decode(text)
         except ProtocolError as exc:
-            message = exc.message
-            for secret in self._secrets:
-                message = message.replace(secret, "***")
-            raise ProtocolError(message) from None
+            raise ProtocolError(redact(exc.message, self._secrets)) from None
 
     def _event_id(self) -> str:
         return f"evt_duplexsim_{next(self._ids)}"
@@ -366,8 +364,8 @@ class ServerProtocol:
         if self._done:
             return []
         try:
-            obj = json.loads(text)
-        except ValueError:
+            obj = safejson.loads(text)
+        except safejson.JsonError:
             return [self._error("invalid_request_error", "invalid_json", "not valid JSON")]
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             return [self._error("invalid_request_error", "invalid_event", "no string 'type'")]

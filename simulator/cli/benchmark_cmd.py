@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.cli.options import add_outside_paths_argument
 from simulator.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.emotions import EMOTIONS
@@ -39,13 +40,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="read audio headers only instead of decoding every file",
     )
+    add_outside_paths_argument(check)
     check.set_defaults(func=_check)
     _register_build(bench_sub)
     _register_validate(bench_sub)
 
 
 def _check(args: argparse.Namespace) -> int:
-    bench = load_benchmark(args.path, audio_check="header" if args.quick else "full")
+    bench = load_benchmark(
+        args.path,
+        audio_check="header" if args.quick else "full",
+        allow_outside=args.allow_outside_paths,
+    )
     print(summarise(bench))
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from argparse import SUPPRESS
 from collections.abc import Sequence
@@ -98,8 +99,10 @@ def resolve_scorer_name(args: argparse.Namespace) -> str:
     return name
 
 
-async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
+async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tuple[str, int]:
+    """What was scored, one line per run, and how many clips stayed unscored."""
     from scoring.service.api import open_scoring
+    from scoring.service.client import ScoringClient
 
     name = resolve_scorer_name(args)
     scoring = open_scoring(
@@ -114,7 +117,10 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
         return await scoring.score(clips, name, deadline_s=SCORE_DEADLINE_S)
 
     lines = []
+    unscored = 0
     try:
+        if isinstance(scoring, ScoringClient):
+            await scoring.probe()  # no broker: say so now, not after a deadline per batch
         for run_dir in run_dirs:
             started = time.monotonic()
             outcome = await score_run(
@@ -126,9 +132,10 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> str:
                 f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
+            unscored += len(outcome.errors)
     finally:
         await scoring.aclose()
-    return "\n".join(lines)
+    return "\n".join(lines), unscored
 
 
 def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
@@ -144,7 +151,11 @@ def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
 
 def _score(args: argparse.Namespace) -> int:
     _check_runs(args.run_dirs)
-    print(asyncio.run(score_runs(args, args.run_dirs)))
+    text, unscored = asyncio.run(score_runs(args, args.run_dirs))
+    print(text)
+    if unscored:
+        print(f"duplexsim: {unscored} clip(s) left unscored", file=sys.stderr)
+        return 1
     return 0
 
 

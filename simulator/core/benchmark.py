@@ -6,7 +6,6 @@ once, each with its file, line and field (see docs/benchmark-format.md).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -14,17 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from simulator.core import safejson
 from simulator.core.audio import AudioInfo, audio_info, read_audio
 from simulator.core.emotions import EMOTION_NAMES, suggest_emotion
 from simulator.core.errors import AudioFileError, BenchmarkError, Problem
+from simulator.core.names import NAME
 
 __all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
 
 MANIFEST_NAME = "manifest.jsonl"
 AudioCheck = Literal["none", "header", "full"]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
+_ID = NAME  # a sample id names its recording's folder
+_LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})?")
 _REQUIRED = ("id", "language", "emotion", "context", "reference")
 _OPTIONAL = ("context_turn_start_s", "gap_s", "source_id", "reference_scores", "meta")
 
@@ -79,8 +80,13 @@ def resolve_manifest(path: str | Path) -> Path:
     return p
 
 
-def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Benchmark:
-    """Parse and validate a benchmark; raises BenchmarkError listing every problem found."""
+def load_benchmark(
+    path: str | Path, *, audio_check: AudioCheck = "full", allow_outside: bool = False
+) -> Benchmark:
+    """Parse and validate a benchmark; raises BenchmarkError listing every problem found.
+
+    Audio paths are relative to the manifest and stay inside its folder (symlinks followed)
+    unless ``allow_outside``."""
     manifest = resolve_manifest(path)
     try:
         text = manifest.read_text(encoding="utf-8")
@@ -92,7 +98,7 @@ def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Ben
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        parser = _LineParser(manifest, lineno, problems)
+        parser = _LineParser(manifest, lineno, problems, allow_outside)
         sample = parser.parse(raw, audio_check)
         if sample is None:
             continue
@@ -113,8 +119,11 @@ def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Ben
 class _LineParser:
     """Validates one manifest line, collecting problems instead of stopping at the first."""
 
-    def __init__(self, manifest: Path, lineno: int, problems: list[Problem]) -> None:
+    def __init__(
+        self, manifest: Path, lineno: int, problems: list[Problem], allow_outside: bool = False
+    ) -> None:
         self.manifest = manifest
+        self.allow_outside = allow_outside
         self.lineno = lineno
         self.problems = problems
         self.ok = True
@@ -125,9 +134,9 @@ class _LineParser:
 
     def parse(self, raw: str, audio_check: AudioCheck) -> Sample | None:
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            self.problem(None, f"not valid JSON: {exc.msg} (column {exc.colno})")
+            obj = safejson.loads(raw)
+        except safejson.JsonError as exc:
+            self.problem(None, f"not valid JSON: {exc}")
             return None
         if not isinstance(obj, dict):
             self.problem(None, f"expected a JSON object, got {type(obj).__name__}")
@@ -185,7 +194,7 @@ class _LineParser:
         if not isinstance(value, str):
             self.problem(name, f"expected a string, got {_kind(value)}")
             return None
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             self.problem(name, f"invalid value {value!r} (expected {hint})")
             return None
         return value
@@ -236,7 +245,18 @@ class _LineParser:
         if not isinstance(value, str) or not value:
             self.problem(name, f"expected a relative audio path, got {_kind(value)}")
             return None
-        path = (self.manifest.parent / value).resolve()
+        if "\x00" in value:
+            self.problem(name, "path holds a NUL character")
+            return None
+        root = self.manifest.parent.resolve()
+        path = (root / value).resolve()
+        if not self.allow_outside and not path.is_relative_to(root):
+            self.problem(
+                name,
+                f"{value} leads outside the benchmark folder {root} "
+                "(paths are relative to the manifest; --allow-outside-paths permits this)",
+            )
+            return None
         if not path.exists():
             self.problem(name, f"file not found: {value} (looked for {path})")
             return None

@@ -24,6 +24,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def _literal(text: str) -> str:
+    """``text`` shown as written: matplotlib reads a pair of ``$`` as math (and fails on bad
+    math), so each is escaped."""
+    return text.replace("$", r"\$")
+
+
 def emotion_bars(reports: Sequence[RunReport], path: Path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 4.2), dpi=110)
@@ -34,7 +40,7 @@ def emotion_bars(reports: Sequence[RunReport], path: Path) -> Path:
         for e in EMOTIONS:
             group = r.metrics.per_emotion.get(e.name)
             values.append(np.nan if group is None else 100 * group.match_rate)
-        ax.bar(x + (i - (len(reports) - 1) / 2) * width, values, width, label=r.run_id)
+        ax.bar(x + (i - (len(reports) - 1) / 2) * width, values, width, label=_literal(r.run_id))
     ax.axhline(
         100 / len(EMOTIONS),
         color="grey",
