@@ -12,7 +12,6 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 
@@ -21,6 +20,7 @@ from clients.hume_evi import events as wire
 from clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
 from clients.pcm_ws.protocol import handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConfigError, ConnectError, Disconnected, SessionError
 
 __all__ = ["DEFAULT_URL", "HumeEviClient"]
@@ -92,7 +92,7 @@ class HumeEviClient(WebSocketClient):
     def refused(self, response: Response) -> SessionError:
         return handshake_error(response.status_code, response.headers)
 
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         try:
             async with asyncio.timeout(self.config.connect_timeout_s):
                 frame = await ws.recv()

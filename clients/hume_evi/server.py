@@ -12,7 +12,6 @@ import itertools
 import time
 from collections.abc import Callable
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
@@ -25,6 +24,7 @@ from clients.fakeserver import (
 )
 from clients.faults import Faults
 from clients.hume_evi.fake import PATH, ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -40,7 +40,7 @@ async def start_server(
     faults = faults or Faults()
     ids = itertools.count(1)
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         # Unix time only stamps user_interruption, as EVI does; replies run on media time
         protocol = ServerProtocol(
             behaviour_factory,
