@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulator.core.errors import SessionError
+from simulator.core.redact import redact
 
 __all__ = [
     "AudioOut",
@@ -24,6 +25,7 @@ __all__ = [
     "DuplexClient",
     "EndOfTurn",
     "ErrorEvent",
+    "ProviderEmotion",
     "SpeechStarted",
     "SpeechStopped",
     "Transcript",
@@ -96,7 +98,20 @@ class ErrorEvent:
     fatal: bool = True  # a fatal error ends the session; others are recorded and streaming goes on
 
 
-ClientEvent = AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent
+@dataclass(frozen=True, slots=True)
+class ProviderEmotion:
+    """The provider's own emotion estimate (e.g. Hume's prosody scores), kept beside ours."""
+
+    scores: Mapping[str, float]  # the provider's names and scale, as it sent them
+    arrival: float
+    role: str = "assistant"  # whose speech: "assistant" (the reply) or "user"
+    source: str = ""  # which of the provider's messages carried it
+    message_id: str | None = None
+
+
+ClientEvent = (
+    AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent | ProviderEmotion
+)
 
 
 class DuplexClient(ABC):
@@ -168,7 +183,7 @@ class DuplexClient(ABC):
         """Settings safe to record (no secrets)."""
         return {
             "protocol": self.protocol,
-            "url": self.config.url,
+            "url": redact(self.config.url, (self.config.api_key,)),
             "model": self.config.model,
             "voice": self.config.voice,
             "options": dict(self.config.options),

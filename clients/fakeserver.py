@@ -8,23 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Protocol
 
-from websockets.asyncio.connection import Connection
-from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.faults import Faults
 from clients.serveractions import Action, Burst, Close, Send, Stall
-from clients.wsinbox import InboxServerConnection
-from clients.wswrite import send_message, try_write
+from clients.wsconn import WsConnection
+from clients.wsopen import RequestCheck, serve
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -73,53 +71,50 @@ class RunningServer:
 
 
 async def serve_websockets(
-    handler: Callable[[ServerConnection], Awaitable[None]],
+    handler: Callable[[WsConnection], Awaitable[None]],
     *,
     host: str = "127.0.0.1",
     port: int = 0,
     faults: Faults | None = None,
     path: str = "",
+    check: RequestCheck | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
-    """Start a websockets server whose handshakes go through ``faults.admit``."""
+    """Start a WebSocket server whose handshakes go through ``faults.admit``, then ``check``
+    (which may refuse one with a Response); wss:// with ``ssl_context`` (SDKs that insist on
+    TLS, as python-genai's live client does, can then be pointed at a fake)."""
     faults = faults or Faults()
 
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+    def process_request(connection: WsConnection, request: Request) -> Response | None:
         rejection = faults.admit()
         if rejection is None:
-            return None
+            return check(connection, request) if check is not None else None
         response = connection.respond(rejection.status, rejection.body)
         response.headers.update(Headers(rejection.headers))
         return response
 
     # close_timeout is short because a stalled connection never answers a close
-    server: Server = await serve(
+    server = await serve(
         handler,
         host,
         port,
-        create_connection=InboxServerConnection,
-        compression=None,
-        process_request=process_request,
+        check=process_request,
         close_timeout=1.0,
         max_size=MAX_MESSAGE,
+        ssl_context=ssl_context,
     )
-    bound = server.sockets[0].getsockname()
     shown = f"[{host}]" if ":" in host else host
-    url = f"ws://{shown}:{bound[1]}{path}"
-
-    async def close() -> None:
-        server.close()
-        await server.wait_closed()
-
-    return RunningServer(host, int(bound[1]), url, close)
+    url = f"{'wss' if ssl_context else 'ws'}://{shown}:{server.port}{path}"
+    return RunningServer(host, server.port, url, server.aclose)
 
 
 class DelayedOutbox:
     """Sends messages in order, each ``delay_s`` after it was queued (the one place a fake uses
     wall time). With no delay it sends at once."""
 
-    def __init__(self, connection: Connection, delay_s: float = 0.0) -> None:
+    def __init__(self, connection: WsConnection, delay_s: float = 0.0) -> None:
         self._connection = connection
-        self._send = functools.partial(send_message, connection)
+        self._send = connection.send
         self._delay_s = delay_s
         self._queue: asyncio.Queue[tuple[float, Data]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -147,7 +142,7 @@ class DelayedOutbox:
         if self._delay_s > 0 or not self._queue.empty():
             return actions
         for i, action in enumerate(actions):
-            if not (isinstance(action, Send) and try_write(self._connection, action.message)):
+            if not (isinstance(action, Send) and self._connection.try_write(action.message)):
                 return actions[i:]
         return []
 
@@ -186,15 +181,11 @@ class Untimed:
         return None
 
 
-async def converse(ws: ServerConnection, conversation: Conversation, outbox: DelayedOutbox) -> None:
+async def converse(ws: WsConnection, conversation: Conversation, outbox: DelayedOutbox) -> None:
     """Answer each client message with the actions the conversation makes of it, in order, until
     one finishes the connection; between messages, tick it when its wall clock says so. Plain
     sends are written where the message was read (no task wakes per message); anything else (a
     close, a stall, injected latency) is carried out here."""
-    if not isinstance(ws, InboxServerConnection):
-        raise TypeError(
-            "converse() needs a server started with create_connection=InboxServerConnection"
-        )
     loop = asyncio.get_running_loop()
     backlog: deque[list[Action]] = deque()
     wake = asyncio.Event()
@@ -261,7 +252,7 @@ async def converse(ws: ServerConnection, conversation: Conversation, outbox: Del
             timer.cancel()
 
 
-async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:
+async def carry_out(ws: WsConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:
     """Carry out a protocol object's actions; True once the connection is finished with
     (closed, or stalled on purpose)."""
     for action in actions:
@@ -272,21 +263,11 @@ async def carry_out(ws: ServerConnection, actions: Iterable[Action], outbox: Del
                 await outbox.send(message)
         elif isinstance(action, Close):
             outbox.cancel()
-            await close_gracefully(ws, action.code, action.reason)
+            await ws.close(action.code, action.reason)  # reads (and drops) what still comes
             return True
         elif isinstance(action, Stall):
             outbox.cancel()
-            ws.transport.pause_reading()  # not reading: the client's frames back up unanswered
+            ws.pause_reading()  # not reading: the client's frames back up unanswered
             await ws.wait_closed()
             return True
     return False
-
-
-async def close_gracefully(ws: ServerConnection, code: int, reason: str) -> None:
-    # Unread frames can fill the receive buffer and pause reading, hiding the client's close
-    # reply, so keep reading (and discarding) until the close handshake is done.
-    closing = asyncio.create_task(ws.close(code, reason))
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-    await closing

@@ -22,7 +22,14 @@ _CLIENTS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
     "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
     "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
+    "xai-realtime": "clients.openai_realtime.client:XaiRealtimeClient",
+    "azure-realtime": "clients.openai_realtime.client:AzureRealtimeClient",
+    "azure-realtime-preview": "clients.openai_realtime.client:AzurePreviewRealtimeClient",
+    "azure-voice-live": "clients.openai_realtime.client:AzureVoiceLiveClient",
+    "qwen-omni-realtime": "clients.openai_realtime.client:QwenOmniRealtimeClient",
     "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
+    "hume-evi": "clients.hume_evi.client:HumeEviClient",
+    "nova-sonic": "clients.nova_sonic.client:NovaSonicClient",
     "replay": "clients.replay:ReplayClient",
 }
 
@@ -34,7 +41,14 @@ _SERVERS: dict[str, str] = {
     "gemini-live": "clients.gemini_live.server:start_server",
     "openai-webrtc": "clients.openai_webrtc.server:start_server",
     "openai-realtime": "clients.openai_realtime.server:start_server",
+    "xai-realtime": "clients.openai_realtime.server:start_xai",
+    "azure-realtime": "clients.openai_realtime.server:start_azure",
+    "azure-realtime-preview": "clients.openai_realtime.server:start_azure_preview",
+    "azure-voice-live": "clients.openai_realtime.server:start_voice_live",
+    "qwen-omni-realtime": "clients.openai_realtime.server:start_qwen",
     "freeze-omni": "clients.freeze_omni.server:start_server",
+    "hume-evi": "clients.hume_evi.server:start_server",
+    "nova-sonic": "clients.nova_sonic.server:start_server",
 }
 
 

@@ -7,6 +7,7 @@ pipeline (placement, VAD, end-of-reply detection, timing) reproduces what was re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from clients.base import (
     DuplexClient,
     EndOfTurn,
     ErrorEvent,
+    ProviderEmotion,
     SpeechStarted,
     SpeechStopped,
     Transcript,
@@ -68,6 +70,11 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
         return SpeechStopped(0.0)
     if kind == "transcript":
         return Transcript(item["text"], 0.0, bool(item.get("final")))
+    if kind == "provider_emotion":
+        scores = {str(k): float(v) for k, v in item["scores"].items()}
+        return ProviderEmotion(
+            scores, 0.0, item.get("role", ""), item.get("source", ""), item.get("id")
+        )
     if kind == "error":
         err = RemoteError(
             item.get("message", "recorded error"),
@@ -131,4 +138,6 @@ def _stamped(event: ClientEvent, arrival: float) -> ClientEvent:
         return Transcript(event.text, arrival, event.final)
     if isinstance(event, ErrorEvent):
         return ErrorEvent(event.error, arrival, event.fatal)
+    if isinstance(event, ProviderEmotion):
+        return dataclasses.replace(event, arrival=arrival)
     return type(event)(arrival)

@@ -6,21 +6,21 @@ its protocol object stays sans-I/O.
 
 from __future__ import annotations
 
-import functools
 from abc import abstractmethod
 from collections.abc import AsyncIterator
-from typing import ClassVar, cast
+from typing import ClassVar
 
-from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.http11 import Response
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
-from clients.wsinbox import StampedConnection
-from clients.wswrite import send_message
-from simulator.core.errors import ConnectError, Disconnected, SessionError
+from clients.httperrors import refusal
+from clients.wsconn import KEEPALIVE_TIMEOUT, WsConnection
+from clients.wsopen import connect
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from simulator.core.redact import redact
 
-__all__ = ["StampedConnection", "WebSocketClient", "close_text", "message_size"]
+__all__ = ["WebSocketClient", "WsConnection", "close_text", "message_size"]
 
 
 def message_size(message: str | bytes) -> int:
@@ -28,8 +28,9 @@ def message_size(message: str | bytes) -> int:
 
 
 _DEFAULT_STALL_S = 20.0  # websockets' own ping timeout
-# websockets' close reason when a ping goes unanswered
-_KEEPALIVE_TIMEOUT = "keepalive ping timeout"
+# close codes websockets sends when the peer's frames are at fault: protocol error, invalid
+# data (bad UTF-8 in a text frame), message too big
+_SERVER_FAULTS = frozenset({1002, 1007, 1009})
 
 
 def close_text(exc: ConnectionClosed) -> str:
@@ -47,7 +48,7 @@ class WebSocketClient(DuplexClient):
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
-        self._ws: StampedConnection | None = None
+        self._ws: WsConnection | None = None
         self._stall_timeout_s: float | None = None
         self._closing = False
 
@@ -60,12 +61,13 @@ class WebSocketClient(DuplexClient):
         key = self.config.api_key
         return {"Authorization": f"Bearer {key}"} if key else None
 
-    @abstractmethod
     def refused(self, response: Response) -> SessionError:
         """The error for an HTTP refusal of the upgrade (auth, rate limit, server error)."""
+        body = bytes(response.body or b"").decode("utf-8", "replace")
+        return refusal(response.status_code, response.headers, body=body)
 
     @abstractmethod
-    async def handshake(self, ws: ClientConnection) -> None:
+    async def handshake(self, ws: WsConnection) -> None:
         """The protocol's opening exchange, within ``config.connect_timeout_s``."""
 
     async def connect(self) -> None:
@@ -73,28 +75,21 @@ class WebSocketClient(DuplexClient):
         try:
             ws = await connect(
                 url,
-                compression=None,
+                headers=self.auth_headers(),
                 open_timeout=self.config.connect_timeout_s,
-                close_timeout=self.close_timeout_s,
                 max_size=self.max_message,
-                max_queue=None,  # never push back on the server: that would skew arrival times
+                close_timeout=self.close_timeout_s,
                 # a ping every half stall timeout, unanswered for a whole one: a hung server is
                 # found within 1.5 stall timeouts (websockets' own default: 20 s + 20 s)
                 ping_interval=self._stall_s / 2,
                 ping_timeout=self._stall_s,
-                additional_headers=self.auth_headers(),
-                # websockets calls this as a factory; typed as a class only
-                create_connection=cast(
-                    "type[ClientConnection]",
-                    functools.partial(StampedConnection, clock=self.clock),
-                ),
+                clock=self.clock,
             )
         except InvalidStatus as exc:
             raise self.refused(exc.response) from None
         except (OSError, TimeoutError, WebSocketException) as exc:
             reason = self._redact(str(exc) or type(exc).__name__)
             raise ConnectError(f"cannot connect to {self._redact(url)}: {reason}") from None
-        assert isinstance(ws, StampedConnection)
         self._ws = ws
         try:
             await self.handshake(ws)
@@ -114,10 +109,13 @@ class WebSocketClient(DuplexClient):
         if self._closing:
             return None
         sent = exc.sent
-        if exc.rcvd is None and sent is not None and sent.reason == _KEEPALIVE_TIMEOUT:
+        if exc.rcvd is None and sent is not None and sent.reason == KEEPALIVE_TIMEOUT:
             return Disconnected(
                 f"server answered no ping for {self._stall_s:.1f} s (stalled)", reason="stalled"
             )
+        if exc.rcvd is None and sent is not None and sent.code in _SERVER_FAULTS:
+            # we closed because of what the server sent: an oversized or broken frame
+            return ProtocolError(f"server broke the WebSocket protocol: {close_text(exc)}")
         return self.closed_error(exc)
 
     @abstractmethod
@@ -169,7 +167,7 @@ class WebSocketClient(DuplexClient):
             return events, True
         if not ws.finished:
             return events, False
-        error = self._end_error(ws.protocol.close_exc)
+        error = self._end_error(ws.close_exc)
         if error is not None:
             events.append(ErrorEvent(error, self.clock(), fatal=True))
         return events, True
@@ -181,13 +179,12 @@ class WebSocketClient(DuplexClient):
 
     async def send_message(self, message: str | bytes) -> None:
         """One whole message to the server (raises ConnectionClosed like ``send``)."""
-        await send_message(self._connected(), message)
+        await self._connected().send(message)
 
-    def _connected(self) -> StampedConnection:
+    def _connected(self) -> WsConnection:
         if self._ws is None:
             raise RuntimeError(f"{type(self).__name__}: call connect() first")
         return self._ws
 
     def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+        return redact(text, (self.config.api_key,))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from types import TracebackType
 
 from simulator.core.errors import ConfigError
+from simulator.lifeline import owner_env
 
 __all__ = ["FakeModelProcess"]
 
@@ -41,6 +43,7 @@ class FakeModelProcess:
             *self.extra_args,
             stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr,  # a file: a chatty server can never block on a full pipe
+            env={**os.environ, **owner_env()},
         )
         assert self._proc.stdout is not None
         try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from clients.base import ClientConfig
 from simulator.core.errors import ConfigError
+from simulator.core.names import NAME_HINT, is_name
 from simulator.core.provenance import endpoint_kind
 
 __all__ = [
@@ -89,33 +90,50 @@ def builtin_profiles() -> dict[str, Path]:
 
 
 def load_profile(path: Path) -> ModelProfile:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read profile ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    data = _read_toml(path)
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise ConfigError(f"{path}: unknown field(s) {', '.join(unknown)}")
     for key in ("protocol", "url"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise ConfigError(f"{path}: field '{key}' is required and must be a string")
+    for key in ("name", "model", "voice", "api_key_env", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"{path}: field '{key}' must be a string")
     options = data.get("options", {})
     if not isinstance(options, dict):
         raise ConfigError(f"{path}: field 'options' must be a table")
+    timeout = data.get("connect_timeout_s", 10.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 1e6:
+        raise ConfigError(f"{path}: field 'connect_timeout_s' must be a number of seconds > 0")
+    name = data.get("name", path.stem)
+    if not is_name(name):  # it names runs and their folders
+        raise ConfigError(f"{path}: field 'name' {name!r} must be {NAME_HINT}")
     return ModelProfile(
-        name=str(data.get("name", path.stem)),
+        name=name,
         protocol=data["protocol"],
         url=data["url"],
         model=data.get("model"),
         voice=data.get("voice"),
         api_key_env=data.get("api_key_env"),
         options=options,
-        connect_timeout_s=float(data.get("connect_timeout_s", 10.0)),
-        description=str(data.get("description", "")),
+        connect_timeout_s=float(timeout),
+        description=data.get("description", ""),
         source=str(path),
     )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read profile ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: profile is not UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML (nested too deeply)") from None
+    except ValueError as exc:  # TOMLDecodeError, and integers past Python's digit limit
+        raise ConfigError(f"{path}: invalid TOML ({str(exc).splitlines()[0][:200]})") from None
 
 
 def resolve_model(spec: str) -> ModelProfile:

@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import random
+import sqlite3
 import sys
 import threading
 import time
@@ -34,15 +35,18 @@ from simulator.admission import Headroom
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
+from simulator.core.names import check_name
 from simulator.core.provenance import BenchmarkId, benchmark_id
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
 from simulator.fakes import FakeModelProcess
+from simulator.lifeline import watch_owner
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
 from simulator.recording import package_versions, record_session, remove_unfinished
+from simulator.runlock import run_lock
 from simulator.session import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -76,6 +80,9 @@ class RunOptions:
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
 
     @property
     def run_dir(self) -> Path:
@@ -118,7 +125,10 @@ class _Writer:
 
     def _put(self, row: ResultRow) -> None:
         with self.lock:
-            self.store.put(row)
+            try:
+                self.store.put(row)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
 
 
 def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:
@@ -133,8 +143,16 @@ def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
     workers = max(1, (os.cpu_count() or 2) - 1)
     context = multiprocessing.get_context("forkserver")
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=yield_to_pacing
+        max_workers=workers,
+        mp_context=context,
+        initializer=_start_pool_worker,
+        initargs=(os.getpid(),),
     )
+
+
+def _start_pool_worker(owner_pid: int) -> None:
+    watch_owner(owner_pid)  # a worker outlives a killed run otherwise (and keeps the forkserver)
+    yield_to_pacing()
 
 
 def yield_to_pacing() -> None:
@@ -177,7 +195,7 @@ def _check_writable(run_dir: Path) -> None:
 def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> dict[str, Any]:
     """What the run measured with, written once when it starts: the benchmark (a digest of its
     manifest and audio), the model and where it really was, every setting, package versions."""
-    audio = [p for s in bench for p in (s.context, s.reference)]
+    audio = [p for s in bench for p in (s.context, s.reference) if p is not None]
     return {
         "run_id": opts.run_id,
         "model": profile.describe(),
@@ -260,6 +278,14 @@ async def execute_run(
     client_class(profile.protocol)  # unknown protocol fails before anything starts
     if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
+    _check_writable(opts.run_dir)
+    with run_lock(opts.run_dir, opts.run_id, opts.shard):
+        return await _execute_locked(bench, profile, opts, progress)
+
+
+async def _execute_locked(
+    bench: Benchmark, profile: ModelProfile, opts: RunOptions, progress: Progress | None
+) -> list[ResultRow]:
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)
@@ -369,7 +395,7 @@ async def _run_sample(
             language=sample.language,
             emotion=sample.emotion,
             context=str(sample.context),
-            reference=str(sample.reference),
+            reference=None if sample.reference is None else str(sample.reference),
             context_turn_start_s=sample.context_turn_start_s,
         ),
         run_id=opts.run_id,
@@ -392,7 +418,14 @@ def _row(
     sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
 ) -> ResultRow:
     return outcome_row(
-        sample.id, sample.language, sample.emotion, outcome, attempts, folder, run_dir
+        sample.id,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempts,
+        folder,
+        run_dir,
+        task=sample.task,
     )
 
 
@@ -404,6 +437,8 @@ def outcome_row(
     attempts: int,
     folder: Path,
     run_dir: Path,
+    *,
+    task: str | None = None,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference)."""
     t = outcome.timing
@@ -433,6 +468,7 @@ def outcome_row(
         loop_lag_max_ms=outcome.check.loop_lag_max_ms,
         recv_lag_max_ms=outcome.check.recv_lag_max_ms,
         truncated=outcome.truncated,
+        task=task,
     )
 
 

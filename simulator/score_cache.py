@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from scoring.models.base import emotion_matrix
 from simulator.core.emotions import EMOTIONS
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
 from simulator.core.files import write_text_atomic
 from simulator.core.provenance import ScorerIdentity
 
@@ -124,7 +124,11 @@ class ScoreCache:
         self.items[key] = item
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the cache; a read-only or full disk is a StorageError naming the file."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(self.path.parent, exc, "create") from None
         data = {
             "version": CACHE_VERSION,
             "scorer": self.identity.name,
@@ -137,6 +141,11 @@ class ScoreCache:
     def vector(self, key: str) -> list[float] | None:
         item = self.items.get(key)
         return None if item is None else list(item["values"])
+
+    def dimensions_of(self, key: str) -> list[str]:
+        """The dimensions of one item's values (its own where it keeps them)."""
+        item = self.items.get(key, {})
+        return list(item.get("dimensions", self.dimensions))
 
     def emotions(self, key: str) -> NDArray[np.float64] | None:
         """The 12 MIRRORING emotions' values of one clip, in ``EMOTIONS`` order."""

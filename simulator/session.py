@@ -29,12 +29,15 @@ from clients.base import (
     DuplexClient,
     EndOfTurn,
     ErrorEvent,
+    ProviderEmotion,
     SpeechStarted,
     SpeechStopped,
     Transcript,
 )
-from simulator.core.errors import Disconnected, SessionError
+from simulator.core.errors import Disconnected, ProtocolError, SessionError
+from simulator.core.intake import AHEAD_MARGIN_S, Intake
 from simulator.core.records import EventRecords
+from simulator.core.redact import redact
 from simulator.core.timeline import OutputTrack, Schedule
 from simulator.core.timing import (
     ReplyTiming,
@@ -178,6 +181,8 @@ class _Session:
             settings.turns, context_end_s=math.inf, window_start_s=window_start_s
         )
         self.track = OutputTrack(self.caps.output_rate, bridge_s=settings.bridge_s)
+        # what a server may send is bounded: a flood fails the session instead of filling memory
+        self.intake = Intake(self.caps.output_rate, settings.turns.max_reply_s + AHEAD_MARGIN_S)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
@@ -199,6 +204,10 @@ class _Session:
         return self.detector.ended is not None or self.ended_by is not None
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
+        # every text a server sends (transcripts, error messages) passes here on its way to a file
+        for name, value in fields.items():
+            if isinstance(value, str):
+                fields[name] = redact(value, (self.client.config.api_key,))
         event = {"t": round(t, 6), "dir": direction, "kind": kind, **fields}
         self.records.add_event(t, event)
 
@@ -218,18 +227,23 @@ class _Session:
 
     def model_s(self) -> float | None:
         """How far the model's own audio has got: a stream that sends its silence is heard
-        out in its own time; for others time passing is their silence (None: now)."""
-        return self.track.stream_end_s if self.caps.continuous_output else None
+        out in its own time (its last speech, and the stream it sent after that, however late
+        it came); for others time passing is their silence (None: now)."""
+        if not self.caps.continuous_output:
+            return None
+        last = self.detector.last_voiced_end_s
+        if last is None:
+            return self.track.stream_end_s
+        return last + self.track.stream_after_s(last)
 
     def tick(self, now_s: float) -> EndReason | None:
         """Advance the detector; the VAD catches up in batches, and always before an ending."""
-        model = self.model_s()
         if (
             self.track.end_samples - self.vad_end >= self.vad_batch
-            or self.detector.pending(now_s, model) is not None
+            or self.detector.pending(now_s, self.model_s()) is not None
         ):
             self.advance_vad()
-        return self.detector.tick(now_s, model)
+        return self.detector.tick(now_s, self.model_s())  # after the VAD: its last speech
 
     async def stream(self) -> None:
         """Frames on the absolute schedule; after each, the events received since, then the
@@ -306,6 +320,7 @@ class _Session:
     def on_event(self, event: ClientEvent) -> None:
         t = event.arrival - self.t0
         self.last_rx = event.arrival
+        self.intake.message(t)
         if isinstance(event, AudioOut):
             self._on_audio(event, t)
         elif isinstance(event, EndOfTurn):
@@ -314,6 +329,7 @@ class _Session:
             # a burst sent faster than real time is over only once it has played out
             self.detector.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
+            self.intake.text(len(event.text))
             self.log(t, "recv", "transcript", text=event.text, final=event.final)
         elif isinstance(event, SpeechStarted | SpeechStopped):
             self.log(
@@ -321,8 +337,11 @@ class _Session:
                 "recv",
                 "speech_started" if isinstance(event, SpeechStarted) else "speech_stopped",
             )
+        elif isinstance(event, ProviderEmotion):
+            self._on_provider_emotion(event, t)
         elif isinstance(event, ErrorEvent):
             err = event.error
+            self.intake.text(len(err.message))
             self.log(
                 t,
                 "recv",
@@ -335,9 +354,23 @@ class _Session:
             if event.fatal:
                 raise err
 
+    def _on_provider_emotion(self, event: ProviderEmotion, t: float) -> None:
+        # recorded in events.jsonl as the provider said it, beside the scorer's own estimate
+        scores = {k: round(float(v), 6) for k, v in event.scores.items()}
+        self.log(
+            t,
+            "recv",
+            "provider_emotion",
+            role=event.role,
+            source=event.source,
+            id=event.message_id,
+            scores=scores,
+        )
+
     def _on_audio(self, event: AudioOut, t: float) -> None:
         samples = np.asarray(event.samples, dtype=np.float32)
         placed = self.track.place(samples, t, event.offset_s, silent=event.silent)
+        self.intake.audio(placed.n_samples, t, placed.start_s + placed.n_samples / self.track.rate)
         self.records.add_received(
             t, placed.n_samples, placed.start_s, event.offset_s, placed.silent
         )
@@ -432,6 +465,11 @@ async def run_session(
             await s.stream()
     except SessionError as exc:
         error = exc
+    except (ValueError, TypeError, LookupError, RecursionError) as exc:
+        # whatever a server's bytes make of a decoder that missed them: this session's failure,
+        # never the run's
+        what = f"{type(exc).__name__}: {str(exc)[:200]}"
+        error = ProtocolError(f"could not handle what the server sent ({what})")
     except TimeoutError:
         timed_out = True
         if s.detector.onset_s is None:  # a reply cut by the deadline is kept, marked truncated
@@ -516,7 +554,7 @@ def _outcome(
         records=s.records,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
-        error=None if error is None else error.message,
+        error=None if error is None else redact(error.message, (s.client.config.api_key,)),
         truncated=truncated,
         retryable=False if error is None else error.retryable,
         retry_after_s=getattr(error, "retry_after_s", None),

@@ -52,6 +52,7 @@ class ResultRow:
     loop_lag_max_ms: float | None = None
     recv_lag_max_ms: float | None = None
     truncated: str | None = None
+    task: str | None = None  # the benchmark's task (Full-Duplex-Bench's), for timing by task
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}

@@ -31,6 +31,7 @@ from simulator.audio_io import AudioInput, AudioOptions, Player, open_input, ope
 from simulator.audio_io.base import FloatArray
 from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.core.errors import ConfigError
+from simulator.core.names import check_name
 from simulator.core.vad import StreamingVad, VadConfig
 from simulator.profiles import ModelProfile, client_config
 from simulator.recording import record_session
@@ -58,6 +59,7 @@ class TalkOptions:
     end_of_turn_ms: int = 800  # microphone quiet this long after speech ends the turn
 
     def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")
         if self.turns is not None and self.turns < 1:
             raise ConfigError("--turns must be at least 1")
         if self.max_turn_s <= 0:

@@ -413,5 +413,8 @@ def test_write_text_atomic_replaces_with_a_plain_files_mode(tmp_path: Path) -> N
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
-    with pytest.raises(FileNotFoundError):
+    from simulator.core.errors import StorageError
+
+    # one line naming the file and the cause, as for a full or read-only disk
+    with pytest.raises(StorageError, match=r"x\.json: cannot write \(No such file or directory\)"):
         write_text_atomic(tmp_path / "missing" / "x.json", "x")

@@ -23,6 +23,7 @@ from simulator.core.turns import TurnSettings
 from simulator.profiles import ModelProfile
 from simulator.runner import RunOptions, execute_run
 from simulator.session import SessionSettings, run_session
+from tests.conftest import LENIENT
 from tests.test_runner import short_benchmark
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
@@ -33,6 +34,7 @@ SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=1.0,
     deadline_margin_s=3.0,
+    budget=LENIENT,  # retries and replies are under test here, not this machine's pacing
 )
 KEY = "contract-test-key"
 RATE = 16000

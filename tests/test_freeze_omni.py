@@ -120,6 +120,7 @@ def test_events_are_what_python_socketio_encodes_and_decodes() -> None:
         [b"\x00\x01"],
         ["4/chat,2[]"],
         ["45x-[]"],
+        ["45²-[]"],
         ["2probe"],
     ],
 )

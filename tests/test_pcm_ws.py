@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -35,7 +34,6 @@ from clients.pcm_ws.protocol import (
     Send,
     ServerProtocol,
     Stall,
-    handshake_error,
 )
 from clients.pcm_ws.server import start_server
 from clients.registry import client_class, fake_server_factory
@@ -181,28 +179,6 @@ def test_error_instead_of_ack_is_a_remote_error() -> None:
     text = wire.encode(wire.Error("auth", "bad key", retryable=False))
     with pytest.raises(RemoteError, match="bad key"):
         ClientProtocol(RATE).receive_hello_ack(text)
-
-
-@pytest.mark.parametrize(
-    ("status", "headers", "kind", "retryable"),
-    [
-        (401, {}, ConnectError, False),
-        (403, {}, ConnectError, False),
-        (404, {}, ConnectError, False),
-        (429, {"Retry-After": "2.5"}, RateLimited, True),
-        (500, {}, ConnectError, True),
-        (503, {}, ConnectError, True),
-    ],
-)
-def test_handshake_statuses_map_to_errors(
-    status: int, headers: dict[str, str], kind: type, retryable: bool
-) -> None:
-    error = handshake_error(status, headers)
-    assert type(error) is kind and error.retryable is retryable and str(status) in str(error)
-    if status in (401, 403):
-        assert error.reason == "auth"
-    if status == 429:
-        assert isinstance(error, RateLimited) and error.retry_after_s == 2.5
 
 
 def server_after_hello(faults: Faults | None = None, name: str = "echo") -> ServerProtocol:
@@ -508,109 +484,6 @@ async def test_normal_close_ends_the_events(echo_server: RunningServer) -> None:
     assert [e async for e in client.events()] == []
 
 
-async def test_send_message_writes_in_order_and_reports_a_closed_connection():
-    """The per-frame send path writes straight to the socket; order, types and the close
-    behaviour are those of websockets' own send."""
-    import functools
-
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
-
-    from clients.wsclient import StampedConnection
-    from clients.wswrite import send_message
-
-    got: list[str | bytes] = []
-    done = asyncio.Event()
-
-    async def sink(ws: ServerConnection) -> None:
-        async for message in ws:
-            got.append(message)
-            if len(got) == 200:
-                done.set()
-                await ws.close()
-
-    async with serve(sink, "127.0.0.1", 0, compression=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        factory = functools.partial(StampedConnection, clock=time.monotonic)
-        async with connect(
-            f"ws://127.0.0.1:{port}", compression=None, create_connection=factory
-        ) as ws:
-            assert isinstance(ws, StampedConnection)
-            sent = [f"m{i}" if i % 2 else bytes([i % 256]) * 640 for i in range(200)]
-            for message in sent:
-                await send_message(ws, message)
-            await asyncio.wait_for(done.wait(), 5.0)
-            assert got == sent
-            with pytest.raises(ConnectionClosed):
-                for _ in range(100):
-                    await send_message(ws, b"late")
-                    await asyncio.sleep(0.01)
-
-
-async def test_inbox_reassembles_fragments_stamps_reads_and_reports_the_close():
-    """StampedConnection's inbox: fragmented messages come out whole, text as str (or bytes
-    with decode=False), ``take`` never waits, a text message that is not UTF-8 is a
-    ProtocolError, and once closed and drained the connection is ``finished``."""
-    import functools
-
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConcurrencyError, ConnectionClosed
-    from websockets.frames import Frame, Opcode
-
-    from clients.wsclient import StampedConnection
-
-    go = asyncio.Event()
-
-    async def talker(ws: ServerConnection) -> None:
-        await ws.recv()
-        await ws.send([b"ab", b"cd", b"ef"])  # one binary message in three frames
-        await ws.send(["hé", "llo"])
-        await ws.send(b"\x01" * 640)
-        await go.wait()
-        ws.protocol.send_text(b"\xff\xfe")  # not UTF-8: websockets' send would refuse it
-        ws.send_data()
-        await ws.close(1000)
-
-    ticks = iter(range(1000))
-    async with serve(talker, "127.0.0.1", 0, compression=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        factory = functools.partial(StampedConnection, clock=lambda: float(next(ticks)))
-        async with connect(
-            f"ws://127.0.0.1:{port}", compression=None, create_connection=factory
-        ) as ws:
-            assert isinstance(ws, StampedConnection)
-            assert ws.take() == []  # nothing yet, and no waiting
-            waiting = asyncio.create_task(ws.recv())
-            await asyncio.sleep(0)
-            with pytest.raises(ConcurrencyError):
-                await ws.recv()  # one reader at a time, as with websockets' own recv
-            await ws.send("start")
-            assert await waiting == b"abcdef"
-            assert await ws.recv(decode=False) == "héllo".encode()
-            before = ws.last_arrival
-            while not (taken := ws.take()):
-                await asyncio.sleep(0.01)
-            [(message, size, arrival)] = taken
-            assert message == b"\x01" * 640 and size == 640
-            assert arrival >= before  # the stamp of the read that carried it
-            ws.process_event(Frame(Opcode.TEXT, b"fine"))  # read together with a bad one:
-            ws.process_event(Frame(Opcode.TEXT, b"\xff"))
-            assert [m for m, _, _ in ws.take()] == ["fine"]  # the good one is not lost
-            with pytest.raises(ProtocolError, match="UTF-8"):
-                ws.take()
-            assert ws.take() == []
-            mark = next(ticks)
-            go.set()
-            with pytest.raises(ProtocolError, match="UTF-8"):
-                while not ws.take():
-                    await asyncio.sleep(0.01)
-            assert ws.last_arrival > mark  # the refused message's own read stamp
-            await ws.wait_closed()
-            assert ws.finished
-            with pytest.raises(ConnectionClosed):
-                await ws.recv()
-
-
 def test_polled_errors_carry_the_time_their_message_was_read():
     """A message that cannot be decoded, or parsed, ends the polled stream with an error stamped
     when that message was read (as the streamed path does), not when it was polled."""
@@ -673,105 +546,3 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
     finally:
         await server.aclose()
-
-
-def _self_signed_tls(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """A server context with a fresh self-signed certificate for 127.0.0.1, and a client
-    context that trusts it."""
-    crypto = pytest.importorskip("cryptography")
-    del crypto
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_pem = tmp_path / "cert.pem"
-    key_pem = tmp_path / "key.pem"
-    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_pem.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(cert_pem, key_pem)
-    client = ssl.create_default_context(cafile=str(cert_pem))
-    return server, client
-
-
-@pytest.mark.parametrize("tls", [False, True], ids=["ws", "wss"])
-async def test_inbox_reads_small_and_large_messages_whole_over_tcp_and_tls(tls, tmp_path):
-    """Reads go through one shared buffer (BufferedProtocol), plain and under TLS: messages of
-    every size, larger than the buffer too, arrive whole and in order on both ends."""
-    from websockets.asyncio.client import connect
-
-    from clients.wsinbox import READ_BUFFER, InboxServerConnection, StampedConnection
-
-    reads = {"client": 0, "server": 0}
-
-    class Client(StampedConnection):
-        def get_buffer(self, sizehint: int) -> memoryview:
-            reads["client"] += 1
-            return super().get_buffer(sizehint)
-
-    class Server(InboxServerConnection):
-        def get_buffer(self, sizehint: int) -> memoryview:
-            reads["server"] += 1
-            return super().get_buffer(sizehint)
-
-    server_tls, client_tls = _self_signed_tls(tmp_path) if tls else (None, None)
-    rng = np.random.default_rng(7)
-    sizes = [1, 640, 70_000, READ_BUFFER + 12_345, 3 * READ_BUFFER, 5]
-    payloads = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
-
-    async def echo(ws: ServerConnection) -> None:
-        assert isinstance(ws, InboxServerConnection)
-        for _ in payloads:
-            await ws.send(await ws.recv())
-
-    async with serve(
-        echo,
-        "127.0.0.1",
-        0,
-        compression=None,
-        max_size=None,
-        ssl=server_tls,
-        create_connection=Server,
-    ) as server:
-        port = server.sockets[0].getsockname()[1]
-        url = f"{'wss' if tls else 'ws'}://127.0.0.1:{port}"
-        async with connect(
-            url,
-            compression=None,
-            max_size=None,
-            ssl=client_tls,
-            create_connection=Client,
-        ) as ws:
-            for payload in payloads:
-                await ws.send(payload)
-            got = [await asyncio.wait_for(ws.recv(), 10) for _ in payloads]
-    assert [len(g) for g in got] == sizes
-    assert got == payloads
-    assert reads["client"] >= 3 and reads["server"] >= 3  # the big ones took several reads

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.freeze_omni import sio
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -178,8 +179,8 @@ def client_message(event: sio.Event) -> ClientMessage | None:
 
 def _audio_in(body: str) -> AudioIn:
     try:
-        data: Any = json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
+        data: Any = safejson.loads(body)
+    except safejson.JsonError:
         raise ProtocolError(f"'audio' argument is not JSON: {body[:60]!r}") from None
     if not isinstance(data, dict) or not isinstance(data.get("audio"), list):
         raise ProtocolError("'audio' argument lacks its 'audio' list")

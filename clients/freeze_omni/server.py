@@ -11,7 +11,6 @@ import contextlib
 import itertools
 from collections.abc import Callable
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
@@ -25,6 +24,7 @@ from clients.fakeserver import (
 )
 from clients.faults import Faults
 from clients.freeze_omni.fake import PATH, ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -44,7 +44,7 @@ async def start_server(
     ids = itertools.count(1)
     users = 0
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         nonlocal users
         full = max_users is not None and users >= max_users
         users += 0 if full else 1

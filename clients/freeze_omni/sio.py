@@ -15,9 +15,11 @@ until its attachments have come. Anything that is not such a frame is a Protocol
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
 ]
 
 ENGINE_IO_VERSION = "4"
+_COUNT = re.compile(r"[0-9]{1,2}")
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,8 @@ class PacketReader:
             return Event(name, tuple(args))
         if kind == "5":
             count, dash, body = rest.partition("-")
-            if not dash or not count.isdigit() or not 0 < int(count) <= 16:
+            # ASCII digits, few of them: str.isdigit takes "²", which int() refuses
+            if not dash or not _COUNT.fullmatch(count) or not 0 < int(count) <= 16:
                 raise ProtocolError(f"binary event with a bad attachment count: {text[:60]!r}")
             name, args = _event_body(_loads(body, "binary event"))
             self._waiting = (name, args, int(count))
@@ -206,9 +210,9 @@ class PacketReader:
 
 def _loads(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError, UnicodeError):
-        raise ProtocolError(f"{what} is not valid JSON: {text[:60]!r}") from None
+        return safejson.loads(text)
+    except safejson.JsonError as exc:
+        raise ProtocolError(f"{what} is not valid JSON ({exc}): {text[:60]!r}") from None
 
 
 def _open(data: Any) -> Open:

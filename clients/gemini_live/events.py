@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -446,10 +447,10 @@ def _pcm(data: str, where: str) -> bytes:
 def _object(data: str | bytes, what: str) -> dict[str, Any]:
     try:
         text = data.decode() if isinstance(data, bytes) else data
-        obj = json.loads(text)
+        obj = safejson.loads(text)
     except UnicodeDecodeError:
         raise ProtocolError(f"{what} is not UTF-8") from None
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except safejson.JsonError as exc:
         raise ProtocolError(f"{what} is not valid JSON ({exc}): {data[:60]!r}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"{what} is JSON {type(obj).__name__}, not an object")

@@ -9,15 +9,16 @@ attempts are let through the upgrade and closed that way once their setup arrive
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Callable
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
 from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults, Rejection
 from clients.gemini_live.protocol import PATHS, ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -29,17 +30,19 @@ async def start_server(
     port: int = 0,
     faults: Faults | None = None,
     api_key: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve the Gemini Live API; each connection gets a fresh 16 kHz behaviour.
 
     ``api_key``: the one key accepted (x-goog-api-key header or ``key=`` query); a wrong or
     missing key closes with 1008. None accepts any key and none (``serve-model`` and ``fake:``
-    models run it that way: they have no key).
+    models run it that way: they have no key). ``ssl_context`` serves wss:// (python-genai
+    connects with TLS only).
     """
     faults = faults or Faults()
     admission = _QuotaAdmission(faults)
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         quota = admission.take_quota()
         protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
         outbox = DelayedOutbox(ws, faults.extra_latency_s)
@@ -52,7 +55,9 @@ async def start_server(
         finally:
             outbox.cancel()
 
-    return await serve_websockets(handler, host=host, port=port, faults=admission, path=PATHS[0])
+    return await serve_websockets(
+        handler, host=host, port=port, faults=admission, path=PATHS[0], ssl_context=ssl_context
+    )
 
 
 class _QuotaAdmission(Faults):

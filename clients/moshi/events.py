@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -204,6 +205,6 @@ def _control(payload: bytes) -> ControlAction:
 def _json(payload: bytes) -> Any:
     text = _utf8(payload, "metadata")
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        return safejson.loads(text)
+    except safejson.JsonError as exc:
         raise ProtocolError(f"metadata is not valid JSON ({exc}): {text[:60]!r}") from None

@@ -19,7 +19,6 @@ import contextlib
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
@@ -38,6 +37,7 @@ from clients.moshi.protocol import (
     Flavour,
     ServerProtocol,
 )
+from clients.wsconn import WsConnection
 from simulator.core.errors import ConfigError
 
 __all__ = ["MoshiServer", "start_server"]
@@ -70,7 +70,7 @@ async def start_server(
     lock = asyncio.Lock() if exclusive else None
     queries: list[dict[str, str]] = []
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         target = urlsplit(ws.request.path if ws.request is not None else "")
         if target.path.rstrip("/") != CHAT_PATH:
             await ws.close(1008, f"no route {target.path[:60]!r}: this server serves {CHAT_PATH}")

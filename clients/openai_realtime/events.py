@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.core import safejson
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 from simulator.core.errors import ProtocolError
 
@@ -235,8 +236,8 @@ def decode(text: str) -> Message:
 
 def _object(text: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        obj = safejson.loads(text)
+    except safejson.JsonError as exc:
         raise ProtocolError(f"text frame is not valid JSON ({exc}): {text[:60]!r}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"text frame is JSON {type(obj).__name__}, not an object")

@@ -16,6 +16,7 @@ import asyncio
 import email.parser
 import email.policy
 import json
+import re
 import secrets
 import ssl
 from collections.abc import Mapping
@@ -23,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from clients.openai_realtime.protocol import retry_after
-from simulator.core.errors import ConnectError, ProtocolError, RateLimited, SessionError
+from clients.httperrors import refusal
+from simulator.core import safejson
+from simulator.core.errors import ConnectError, ProtocolError, SessionError
+from simulator.core.redact import redact as redact_secrets
 
 __all__ = [
     "CALLS_PATH",
@@ -47,6 +50,7 @@ CALLS_PATH = "/v1/realtime/calls"
 MAX_HEAD = 64 * 1024
 MAX_BODY = 1024 * 1024
 USER_AGENT = "duplexsim-openai-webrtc"
+_DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII only: str.isdigit takes "²", which int() refuses
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def parse_response(data: bytes) -> HttpResponse:
     first, headers, rest = _split_head(data)
     version, _, tail = first.partition(" ")
     code = tail.partition(" ")[0]
-    if not version.startswith("HTTP/1.") or not code.isdigit():
+    if not version.startswith("HTTP/1.") or not _DIGITS.fullmatch(code):
         raise ProtocolError(f"not an HTTP/1.x response: {first[:60]!r}")
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = _unchunk(rest)
@@ -178,7 +182,7 @@ def parse_response(data: bytes) -> HttpResponse:
 
 def _content_length(headers: Mapping[str, str]) -> int:
     value = headers.get("content-length", "0")
-    if not value.isdigit():
+    if not _DIGITS.fullmatch(value):
         raise ProtocolError(f"bad Content-Length {value[:20]!r}")
     return int(value)
 
@@ -208,32 +212,23 @@ def call_id(location: str | None) -> str | None:
 
 def call_error(response: HttpResponse, *, secret: str | None = None) -> SessionError:
     """The error for a response that did not answer the offer."""
-    status = response.status
-    text = f"server refused the SDP offer: HTTP {status}"
-    detail = _error_detail(response, secret)
-    if status in (401, 403):
-        # never quote the body: OpenAI's 401 body echoes part of the key
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429:
-        if "insufficient_quota" in response.text():
-            return ConnectError(f"{text}{detail}", retryable=False, reason="quota")
-        return RateLimited(text, retry_after_s=retry_after(response.headers.get("retry-after")))
-    if status in (400, 404, 415, 422):
-        return ConnectError(f"{text}{detail} (check the URL and model)", retryable=False)
-    return ConnectError(f"{text}{detail}", retryable=status >= 500 or status == 408)
+    detail = "" if response.status in (401, 403) else _error_detail(response, secret)
+    return refusal(
+        response.status, response.headers, what="the SDP offer", body=response.text(), detail=detail
+    )
 
 
 def _error_detail(response: HttpResponse, secret: str | None) -> str:
     """The ``error.message`` of a JSON error body, shortened and redacted."""
     try:
-        message = json.loads(response.body)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+        message = safejson.loads(response.body)["error"]["message"]
+    except (safejson.JsonError, KeyError, TypeError):
         return ""
     return f": {redact(str(message)[:200], secret)}" if message else ""
 
 
 def redact(text: str, secret: str | None = None) -> str:
-    return text.replace(secret, "***") if secret else text
+    return redact_secrets(text, (secret,))
 
 
 def response_bytes(
@@ -298,7 +293,7 @@ def parse_offer(content_type: str, body: bytes) -> tuple[str, dict[str, Any] | N
     """The offer SDP, and the session config of the multipart form (None for raw SDP)."""
     kind = content_type.split(";")[0].strip().lower()
     if kind == "application/sdp":
-        return body.decode("utf-8"), None
+        return _utf8(body, "SDP offer"), None
     if kind != "multipart/form-data":
         raise ProtocolError(f"unsupported Content-Type {kind!r} (application/sdp or multipart)")
     head = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1")
@@ -314,9 +309,16 @@ def parse_offer(content_type: str, body: bytes) -> tuple[str, dict[str, Any] | N
     session = None
     if "session" in fields:
         try:
-            session = json.loads(fields["session"])
-        except ValueError:
+            session = safejson.loads(fields["session"])
+        except safejson.JsonError:
             raise ProtocolError("multipart 'session' part is not JSON") from None
         if not isinstance(session, dict):
             raise ProtocolError("multipart 'session' part is not a JSON object")
-    return fields["sdp"].decode("utf-8"), session
+    return _utf8(fields["sdp"], "sdp part"), session
+
+
+def _utf8(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{what} is not UTF-8") from None

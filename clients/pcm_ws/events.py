@@ -19,6 +19,7 @@ from typing import Any, get_type_hints
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.core import safejson
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 from simulator.core.errors import ProtocolError
 
@@ -118,8 +119,8 @@ def encode(msg: Message) -> str:
 def decode(text: str) -> Message:
     """One text frame -> its message; ProtocolError says what is wrong with it."""
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        obj = safejson.loads(text)
+    except safejson.JsonError as exc:
         raise ProtocolError(f"text frame is not valid JSON ({exc}): {text[:60]!r}") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"text frame is JSON {type(obj).__name__}, not an object")

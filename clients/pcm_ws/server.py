@@ -6,13 +6,13 @@ import contextlib
 import itertools
 from collections.abc import Callable
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from clients.behaviours import Behaviour
 from clients.fakeserver import DelayedOutbox, RunningServer, converse, serve_websockets
 from clients.faults import Faults
 from clients.pcm_ws.protocol import ServerProtocol
+from clients.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -28,7 +28,7 @@ async def start_server(
     faults = faults or Faults()
     ids = itertools.count(1)
 
-    async def handler(ws: ServerConnection) -> None:
+    async def handler(ws: WsConnection) -> None:
         protocol = ServerProtocol(behaviour_factory, faults, session_id=f"pcm-ws-{next(ids)}")
         outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:

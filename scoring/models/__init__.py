@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scoring.models.base import EmotionModel
+from scoring.models.weights import installed_scorer
 from simulator.core.errors import ConfigError
 from simulator.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
 
@@ -61,6 +62,8 @@ def load_scorer(
     ``precision`` (None: the scorer's default) is refused by a scorer that declares none."""
     cls: Callable[..., EmotionModel] = _scorer_class(name)
     check_precision(name, precision)
+    if model_path is None:
+        model_path = installed_scorer(name)  # what `duplexsim scorer download` put in place
     if precision is not None:
         options["precision"] = precision
     fixed = _SCORERS[name][1] if name in _SCORERS else {}

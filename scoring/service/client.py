@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from scoring.service import wire
 from scoring.service.api import ScoreResult
-from scoring.service.errors import BAD_REQUEST, DEADLINE, TIMEOUT, WireError
+from scoring.service.errors import BAD_REQUEST, DEADLINE, TIMEOUT, ScoringError, WireError
 from scoring.service.security import KeyInput, load_public_key, secure_client
 from simulator.core.retry import RetryPolicy
 
@@ -34,6 +34,7 @@ __all__ = ["DEFAULT_RETRY", "ScoringClient"]
 logger = logging.getLogger("scoring.service")
 
 DEFAULT_RETRY = RetryPolicy(max_attempts=6, base_s=0.05, max_s=2.0)
+PROBE_TIMEOUT_S = 5.0  # a broker answers a probe at once; this is for a slow link
 
 
 class ScoringClient:
@@ -76,6 +77,30 @@ class ScoringClient:
         self._open()
         deadline = time.time() + deadline_s
         return list(await asyncio.gather(*(self._score_one(c, scorer, deadline) for c in clips)))
+
+    async def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        """ScoringError unless a broker answers at the endpoint within ``timeout_s``. The probe
+        is an empty request whose deadline passed long ago: a broker answers it at once, with
+        no worker involved."""
+        self._open()
+        assert self._sock is not None
+        rid = f"probe-{uuid.uuid4().hex}"
+        frames = wire.encode_request(rid, "probe", np.zeros(0, np.float32), 1.0)
+        fut: asyncio.Future[wire.Reply] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._sock.send_multipart(frames, copy=False)
+                await fut
+        except TimeoutError:
+            raise ScoringError(
+                f"no scoring broker answers at {self.endpoint} within {timeout_s:g} s "
+                "(is `duplexsim scoring serve` running there, with this CURVE key?)",
+                code=TIMEOUT,
+                retryable=True,
+            ) from None
+        finally:
+            self._pending.pop(rid, None)
 
     async def aclose(self) -> None:
         reader, self._reader = self._reader, None

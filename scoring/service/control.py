@@ -25,6 +25,7 @@ from typing import Any
 
 from scoring.service.errors import WireError
 from scoring.service.wire import VERSION
+from simulator.core import safejson
 
 __all__ = [
     "Bye",
@@ -131,8 +132,8 @@ def parse(frames: Sequence[bytes]) -> ControlMessage:
 
 def _ready(raw: bytes) -> Ready:
     try:
-        obj: Any = json.loads(raw)
-    except ValueError as e:
+        obj: Any = safejson.loads(raw)
+    except safejson.JsonError as e:
         raise WireError(f"READY body is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise WireError("READY body must be a JSON object")

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scoring.service.errors import RETRYABLE_CODES, WireError
+from simulator.core import safejson
 
 __all__ = [
     "DEFAULT_MAX_AUDIO_S",
@@ -191,9 +192,11 @@ def request_id_of(frames: Sequence[bytes]) -> tuple[str, str]:
     """Best-effort (id, scorer) of a request that failed validation, for its error reply."""
     try:
         obj = (
-            json.loads(frames[1]) if len(frames) > 1 and len(frames[1]) <= MAX_HEADER_BYTES else {}
+            safejson.loads(frames[1])
+            if len(frames) > 1 and len(frames[1]) <= MAX_HEADER_BYTES
+            else {}
         )
-    except (ValueError, TypeError):
+    except (safejson.JsonError, TypeError):
         return "", ""
     if not isinstance(obj, dict):
         return "", ""
@@ -313,17 +316,10 @@ def _dump(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
 def _load(raw: bytes) -> dict[str, Any]:
     try:
-        obj = _DECODER.decode(bytes(raw).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        obj = safejson.loads(raw)
+    except safejson.JsonError as e:
         raise WireError(f"header is not UTF-8 JSON: {e}") from None
     if not isinstance(obj, dict):
         raise WireError(f"header must be a JSON object, got {type(obj).__name__}")

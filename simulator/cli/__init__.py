@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from simulator import __version__
 from simulator.cli import (
     benchmark_cmd,
     demo_cmd,
+    export_cmd,
     models_cmd,
     replay_cmd,
     run_cmd,
     score_cmd,
+    scorer_cmd,
     scoring_cmd,
     serve_cmd,
     talk_cmd,
@@ -28,12 +33,14 @@ _COMMANDS = (
     demo_cmd,
     run_cmd,
     score_cmd,
+    export_cmd,
     replay_cmd,
     view_cmd,
     talk_cmd,
     models_cmd,
     benchmark_cmd,
     serve_cmd,
+    scorer_cmd,
     scoring_cmd,
 )
 
@@ -61,6 +68,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with _sigterm_as_sigint():
+        return _dispatch(args)
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint() -> Iterator[None]:
+    """SIGTERM (a job scheduler, kill) ends a command as Ctrl-C does: sessions are cancelled,
+    children stopped, what is recorded stays recorded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _as_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_interrupt(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         code: int = args.func(args)
         return code
@@ -70,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("duplexsim: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a full or read-only disk, a missing folder: the path and the cause
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"duplexsim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if args.debug:
             raise

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.cli.options import add_outside_paths_argument
 from simulator.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.emotions import EMOTIONS
@@ -39,14 +40,44 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="read audio headers only instead of decoding every file",
     )
+    add_outside_paths_argument(check)
     check.set_defaults(func=_check)
     _register_build(bench_sub)
     _register_validate(bench_sub)
+    fdb = bench_sub.add_parser(
+        "import-fdb",
+        help="a timing-only benchmark over Full-Duplex-Bench's <task>/<id>/input.wav folders",
+    )
+    fdb.add_argument("path", type=Path, metavar="DIR", help="its data folder, or one task folder")
+    fdb.add_argument("--out", type=Path, help="where manifest.jsonl goes (default: DIR)")
+    fdb.add_argument("--language", default="en", help="language of every sample (default en)")
+    fdb.add_argument("--force", action="store_true", help="replace an existing manifest.jsonl")
+    add_outside_paths_argument(fdb)  # --out outside DIR: the manifest points out of its folder
+    fdb.set_defaults(func=_import_fdb)
 
 
 def _check(args: argparse.Namespace) -> int:
-    bench = load_benchmark(args.path, audio_check="header" if args.quick else "full")
+    bench = load_benchmark(
+        args.path,
+        audio_check="header" if args.quick else "full",
+        allow_outside=args.allow_outside_paths,
+    )
     print(summarise(bench))
+    return 0
+
+
+def _import_fdb(args: argparse.Namespace) -> int:
+    from simulator.fdb import import_fdb
+
+    result = import_fdb(
+        args.path,
+        args.out or args.path,
+        language=args.language,
+        force=args.force,
+        allow_outside=args.allow_outside_paths,
+    )
+    tasks = ", ".join(f"{task} {n}" for task, n in result.tasks.items())
+    print(f"{result.manifest}: {sum(result.tasks.values())} timing-only samples ({tasks})")
     return 0
 
 
@@ -68,8 +99,14 @@ def summarise(bench: Benchmark) -> str:
         "",
         _durations(bench),
     ]
+    timing_only = sum(1 for s in bench if s.emotion is None)
+    if timing_only:
+        parts.append(f"\ntiming only (no emotion or reference): {timing_only} samples")
+    tasks = Counter(s.task for s in bench if s.task)
+    if tasks:
+        parts.append("tasks: " + ", ".join(f"{t} {n}" for t, n in sorted(tasks.items())))
     missing = [e.display for e in EMOTIONS if not any(counts[(e.name, lang)] for lang in languages)]
-    if missing:
+    if missing and timing_only < len(bench):
         parts.append(f"\nno samples for: {', '.join(missing)}")
     return "\n".join(parts)
 

@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 
 from simulator import eventloop
-from simulator.cli.options import add_selection_arguments, select_samples
+from simulator.cli.options import (
+    add_outside_paths_argument,
+    add_selection_arguments,
+    select_samples,
+)
 from simulator.cli.run_cmd import add_session_arguments, run_options
 from simulator.cli.score_cmd import (
     add_scorer_arguments,
@@ -46,6 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--benchmark", type=Path, help="benchmark dir or manifest (default: the shipped demo)"
     )
+    add_outside_paths_argument(p)
     add_selection_arguments(p)
     p.add_argument("--run-prefix", help="run ids become PREFIX-BEHAVIOUR (default demo-<time>)")
     p.add_argument("--no-score", action="store_true", help="skip scoring and the leaderboard")
@@ -59,7 +64,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _demo(args: argparse.Namespace) -> int:
     if not args.no_score:
         resolve_scorer_name(args)  # a scoring flag that does not fit fails now, not after the run
-    bench = load_benchmark(args.benchmark or demo_benchmark())
+    bench = load_benchmark(
+        args.benchmark or demo_benchmark(), allow_outside=args.allow_outside_paths
+    )
     if args.sample or args.limit is not None:
         chosen = set(select_samples([s.id for s in bench], args.sample, args.limit))
         bench = Benchmark(bench.manifest, tuple(s for s in bench.samples if s.id in chosen))

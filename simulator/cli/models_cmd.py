@@ -1,11 +1,14 @@
-"""``duplexsim models list``: the ready model profiles and whether their keys are set."""
+"""``duplexsim models list``: the ready model profiles and whether their keys are set.
+``duplexsim models check [NAMES]``: a short session with each, to know it works before a run."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from simulator.profiles import builtin_profiles, load_profile
+from simulator import eventloop
+from simulator.core.errors import ConfigError
+from simulator.profiles import ModelProfile, builtin_profiles, load_profile, resolve_model
 from simulator.textable import render_table
 
 __all__ = ["register"]
@@ -16,6 +19,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     lst = actions.add_parser("list", help="the built-in profiles (use one with run --model NAME)")
     lst.set_defaults(func=_list)
+    check = actions.add_parser(
+        "check",
+        help="a short session with each hosted profile whose key is set, or with the named ones: "
+        "handshake, audio out, audio back, end of turn, round trip",
+    )
+    check.add_argument(
+        "names", nargs="*", metavar="NAME", help="profiles (built-in, .toml, fake:BEHAVIOUR)"
+    )
+    check.add_argument(
+        "--url", help="connect here instead of the profile's URL (a dry run against a fake)"
+    )
+    check.set_defaults(func=_check)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -32,4 +47,44 @@ def _list(args: argparse.Namespace) -> int:
         "\nalso: fake:BEHAVIOUR[@PROTOCOL] for a local reference model, a ws:// URL of a "
         "pcm-ws server, or a path to your own profile.toml"
     )
+    from clients.registry import client_protocols
+
+    print(f"protocols (built in and installed plugins): {', '.join(client_protocols())}")
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from simulator.models_check import check_model
+
+    profiles = [resolve_model(name) for name in args.names] or _configured()
+    if not profiles:
+        raise ConfigError(
+            "no hosted profile has its key set (see duplexsim models list); name one to check it"
+        )
+    results = [eventloop.run(check_model(p, args.url)) for p in profiles]
+    rows = [
+        [
+            r.name,
+            r.protocol,
+            _s(r.handshake_s),
+            _s(r.audio_out_s),
+            _s(r.audio_back_s),
+            {None: "n/a", True: "yes", False: "no"}[r.end_of_turn],
+            _s(r.round_trip_s),
+            "ok" if r.ok else f"FAILED: {r.problem}",
+        ]
+        for r in results
+    ]
+    headers = ["profile", "protocol", "handshake", "audio out", "audio back", "end of turn"]
+    print(render_table([*headers, "round trip", "result"], rows, align="llrrrlrl"))
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _configured() -> list[ModelProfile]:
+    """The built-in hosted profiles whose key is set."""
+    profiles = [load_profile(path) for path in builtin_profiles().values()]
+    return [p for p in profiles if p.api_key_env and os.environ.get(p.api_key_env)]
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"

@@ -14,11 +14,20 @@ from simulator.core.errors import ConfigError
 
 __all__ = [
     "add_model_option_argument",
+    "add_outside_paths_argument",
     "add_selection_arguments",
     "deprecated_alias",
     "model_options",
     "select_samples",
 ]
+
+
+def add_outside_paths_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="let manifest audio paths lead outside the benchmark folder (absolute, '..', symlinks)",
+    )
 
 
 def add_selection_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

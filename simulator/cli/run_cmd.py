@@ -10,6 +10,7 @@ from pathlib import Path
 from simulator import eventloop
 from simulator.cli.options import (
     add_model_option_argument,
+    add_outside_paths_argument,
     add_selection_arguments,
     model_options,
     select_samples,
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="profile.toml, a built-in profile, fake:BEHAVIOUR[@PROTOCOL] or ws://URL",
     )
     p.add_argument("--benchmark", required=True, type=Path, help="benchmark dir or manifest")
+    add_outside_paths_argument(p)
     p.add_argument(
         "--url",
         help="override the profile's endpoint, e.g. a local serve-model fake "
@@ -157,7 +159,7 @@ def run_options(
 
 def _run(args: argparse.Namespace) -> int:
     profile = with_overrides(resolve_model(args.model), args)
-    bench = load_benchmark(args.benchmark)
+    bench = load_benchmark(args.benchmark, allow_outside=args.allow_outside_paths)
     shard = parse_shard(args.shard) if args.shard else None
     chosen: tuple[str, ...] = ()
     if args.sample or args.limit is not None:

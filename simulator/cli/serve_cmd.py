@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import signal
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from simulator import eventloop
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError
+from simulator.lifeline import watch_owner_from_env
 
 __all__ = ["register", "serve"]
 
@@ -32,6 +35,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="allow binding a non-loopback address (the fake has no authentication)",
     )
+    p.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="PEM",
+        help="serve wss:// with this certificate (with --tls-key), for clients that insist on "
+        "TLS, such as google-genai's live client (gemini-live, openai-realtime)",
+    )
+    p.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's private key")
     b = p.add_argument_group("behaviour")
     b.add_argument(
         "--latency", type=float, help="delayed-echo: seconds from end of speech to reply"
@@ -104,6 +115,7 @@ def _demo_utterance() -> Path | None:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
+    watch_owner_from_env()  # started for a run: end with it, even if it is killed
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise ConfigError(
             f"--host {args.host} is not loopback; the fake server has no "
@@ -121,9 +133,24 @@ def _serve_command(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             utterance=utterance,
+            tls=_tls(args.tls_cert, args.tls_key),
         )
     )
     return 0
+
+
+def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """A server TLS context from PEM files; ConfigError if only one is given or they do not load."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("--tls-cert and --tls-key go together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the TLS certificate or key: {exc}") from None
+    return context
 
 
 async def serve(
@@ -135,12 +162,18 @@ async def serve(
     host: str,
     port: int,
     utterance: Path | None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     from clients.registry import fake_server_factory
 
     factory = make_factory(behaviour, params, utterance)
     start = fake_server_factory(protocol)
-    server = await start(factory, host=host, port=port, faults=faults)
+    extra: dict[str, Any] = {}
+    if tls is not None:
+        if "ssl_context" not in inspect.signature(start).parameters:
+            raise ConfigError(f"the {protocol} fake does not serve TLS")
+        extra["ssl_context"] = tls
+    server = await start(factory, host=host, port=port, faults=faults, **extra)
     print(f"serving {behaviour} over {protocol} on {server.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -6,6 +6,7 @@ exception escapes for a bad file.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import struct
@@ -18,8 +19,8 @@ import numpy.typing as npt
 import soundfile as sf
 import soxr
 
-from simulator.core.errors import AudioFileError
-from simulator.core.files import temp_beside
+from simulator.core.errors import AudioFileError, StorageError
+from simulator.core.files import write_bytes_atomic
 
 __all__ = [
     "DEFAULT_MAX_DURATION_S",
@@ -251,14 +252,15 @@ def write_audio(
     if samples.ndim not in (1, 2):
         raise ValueError(f"expected (frames,) or (frames, channels) samples, got {samples.shape}")
     _check_rate("sample_rate", sample_rate)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_beside(target)
     try:
-        sf.write(tmp, samples, sample_rate, format=fmt, subtype=subtype or default_subtype)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(target.parent, exc, "create") from None
+    # encoded in memory, then written by Python: a full or read-only disk is then an OSError
+    # with its cause, where libsndfile would only say "System error"
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, sample_rate, format=fmt, subtype=subtype or default_subtype)
+    write_bytes_atomic(target, buffer.getvalue())
 
 
 def _check_rate(name: str, rate: int) -> None:

@@ -6,7 +6,6 @@ once, each with its file, line and field (see docs/benchmark-format.md).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -14,29 +13,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from simulator.core import safejson
 from simulator.core.audio import AudioInfo, audio_info, read_audio
 from simulator.core.emotions import EMOTION_NAMES, suggest_emotion
 from simulator.core.errors import AudioFileError, BenchmarkError, Problem
+from simulator.core.names import NAME
 
 __all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
 
 MANIFEST_NAME = "manifest.jsonl"
 AudioCheck = Literal["none", "header", "full"]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$")
-_REQUIRED = ("id", "language", "emotion", "context", "reference")
-_OPTIONAL = ("context_turn_start_s", "gap_s", "source_id", "reference_scores", "meta")
+_ID = NAME  # a sample id names its recording's folder
+_LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})?")
+_REQUIRED = ("id", "language", "context")
+# emotion and reference come together: a sample without them is timing-only (Full-Duplex-Bench's
+# tasks): it runs and is timed, and nothing emotional is scored
+_PAIRED = ("emotion", "reference")
+_OPTIONAL = (
+    *_PAIRED,
+    "task",
+    "context_turn_start_s",
+    "gap_s",
+    "source_id",
+    "reference_scores",
+    "meta",
+)
+_TASK = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
 class Sample:
     id: str
     language: str
-    emotion: str
+    emotion: str | None  # None with reference: a timing-only sample
     context: Path
-    reference: Path
+    reference: Path | None
     line: int
+    task: str | None = None  # what the sample tests, e.g. "pause_handling"; reports group by it
     context_turn_start_s: float | None = None
     gap_s: float | None = None
     source_id: str | None = None
@@ -79,8 +93,13 @@ def resolve_manifest(path: str | Path) -> Path:
     return p
 
 
-def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Benchmark:
-    """Parse and validate a benchmark; raises BenchmarkError listing every problem found."""
+def load_benchmark(
+    path: str | Path, *, audio_check: AudioCheck = "full", allow_outside: bool = False
+) -> Benchmark:
+    """Parse and validate a benchmark; raises BenchmarkError listing every problem found.
+
+    Audio paths are relative to the manifest and stay inside its folder (symlinks followed)
+    unless ``allow_outside``."""
     manifest = resolve_manifest(path)
     try:
         text = manifest.read_text(encoding="utf-8")
@@ -92,7 +111,7 @@ def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Ben
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        parser = _LineParser(manifest, lineno, problems)
+        parser = _LineParser(manifest, lineno, problems, allow_outside)
         sample = parser.parse(raw, audio_check)
         if sample is None:
             continue
@@ -113,8 +132,11 @@ def load_benchmark(path: str | Path, *, audio_check: AudioCheck = "full") -> Ben
 class _LineParser:
     """Validates one manifest line, collecting problems instead of stopping at the first."""
 
-    def __init__(self, manifest: Path, lineno: int, problems: list[Problem]) -> None:
+    def __init__(
+        self, manifest: Path, lineno: int, problems: list[Problem], allow_outside: bool = False
+    ) -> None:
         self.manifest = manifest
+        self.allow_outside = allow_outside
         self.lineno = lineno
         self.problems = problems
         self.ok = True
@@ -125,9 +147,9 @@ class _LineParser:
 
     def parse(self, raw: str, audio_check: AudioCheck) -> Sample | None:
         try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            self.problem(None, f"not valid JSON: {exc.msg} (column {exc.colno})")
+            obj = safejson.loads(raw)
+        except safejson.JsonError as exc:
+            self.problem(None, f"not valid JSON: {exc}")
             return None
         if not isinstance(obj, dict):
             self.problem(None, f"expected a JSON object, got {type(obj).__name__}")
@@ -138,6 +160,7 @@ class _LineParser:
         emotion = self._emotion(obj)
         context = self._audio(obj, "context", audio_check)
         reference = self._audio(obj, "reference", audio_check)
+        task = self._string(obj, "task", pattern=_TASK, hint="lower-case letters, digits, '_'")
         turn_start = self._number(obj, "context_turn_start_s")
         gap = self._number(obj, "gap_s")
         source_id = self._optional_string(obj, "source_id")
@@ -149,27 +172,34 @@ class _LineParser:
             self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
         if not self.ok:
             return None
-        assert sample_id and language and emotion and context and reference
+        assert sample_id and language and context
         return Sample(
             id=sample_id,
             language=language,
             emotion=emotion,
             context=context[0],
-            reference=reference[0],
+            reference=reference[0] if reference else None,
             line=self.lineno,
+            task=task,
             context_turn_start_s=turn_start,
             gap_s=gap,
             source_id=source_id,
             reference_scores=scores,
             meta=meta,
             context_duration_s=context[1].duration_s if context[1].frames else None,
-            reference_duration_s=reference[1].duration_s if reference[1].frames else None,
+            reference_duration_s=reference[1].duration_s
+            if reference and reference[1].frames
+            else None,
         )
 
     def _check_fields(self, obj: dict[str, Any]) -> None:
         for name in _REQUIRED:
             if name not in obj:
                 self.problem(name, "missing required field")
+        given = [name for name in _PAIRED if name in obj]
+        if len(given) == 1:
+            other = _PAIRED[1 - _PAIRED.index(given[0])]
+            self.problem(other, f"missing: '{given[0]}' needs '{other}' (or give neither)")
         for name in obj:
             if name not in _REQUIRED and name not in _OPTIONAL:
                 near = _closest(name, (*_REQUIRED, *_OPTIONAL))
@@ -185,7 +215,7 @@ class _LineParser:
         if not isinstance(value, str):
             self.problem(name, f"expected a string, got {_kind(value)}")
             return None
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             self.problem(name, f"invalid value {value!r} (expected {hint})")
             return None
         return value
@@ -236,7 +266,18 @@ class _LineParser:
         if not isinstance(value, str) or not value:
             self.problem(name, f"expected a relative audio path, got {_kind(value)}")
             return None
-        path = (self.manifest.parent / value).resolve()
+        if "\x00" in value:
+            self.problem(name, "path holds a NUL character")
+            return None
+        root = self.manifest.parent.resolve()
+        path = (root / value).resolve()
+        if not self.allow_outside and not path.is_relative_to(root):
+            self.problem(
+                name,
+                f"{value} leads outside the benchmark folder {root} "
+                "(paths are relative to the manifest; --allow-outside-paths permits this)",
+            )
+            return None
         if not path.exists():
             self.problem(name, f"file not found: {value} (looked for {path})")
             return None

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core.audio import resample, write_audio
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, StorageError
 
 __all__ = [
     "BUNDLE_VERSION",
@@ -153,9 +153,13 @@ class Tracks:
 def write_bundle(
     folder: Path, meta: BundleMeta, tracks: Tracks, events: Iterable[Mapping[str, Any]]
 ) -> Path:
-    """Write the bundle into ``folder``, replacing an older attempt atomically."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
+    """Write the bundle into ``folder``, replacing an older attempt atomically; a full or
+    read-only disk is a StorageError naming the path."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_hidden(folder.name, ""), dir=folder.parent))
+    except OSError as exc:
+        raise StorageError(folder.parent, exc) from None
     try:
         _write_tracks(tmp, tracks)
         with open(tmp / EVENTS, "w", encoding="utf-8") as fh:
@@ -164,8 +168,10 @@ def write_bundle(
         text = json.dumps(meta.to_dict(), indent=2, default=str)
         (tmp / META).write_text(text, encoding="utf-8")
         _swap_into_place(tmp, folder)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):  # one line with the path, not a traceback
+            raise StorageError(exc.filename or folder, exc) from None
         raise
     return folder
 
@@ -309,8 +315,8 @@ def _sample(raw: Mapping[str, Any], kind: Kind, where: Path) -> SampleRef:
         reference=text("reference"),
         context_turn_start_s=None if start is None else float(start),
     )
-    if kind == "benchmark" and not (ref.context and ref.reference):
-        raise ConfigError(f"{where}: a benchmark session records no context or reference path")
+    if kind == "benchmark" and not ref.context:  # no reference: a timing-only sample
+        raise ConfigError(f"{where}: a benchmark session records no context path")
     return ref
 
 

@@ -5,6 +5,7 @@ DuplexsimError
 │   ├── AudioFileError    an audio file that cannot be used, naming the file and the problem
 │   ├── BenchmarkError    every problem of a manifest at once, with line numbers
 │   └── ConfigError       a bad setting, profile or missing environment variable
+├── StorageError          a file that cannot be written or read (disk full, read-only), by path
 └── SessionError          something went wrong talking to a model
     ├── ConnectError      could not connect or handshake (retryable unless auth)
     ├── ProtocolError     the peer broke the wire protocol (not retryable)
@@ -31,6 +32,7 @@ __all__ = [
     "RateLimited",
     "RemoteError",
     "SessionError",
+    "StorageError",
 ]
 
 
@@ -59,6 +61,9 @@ class AudioFileError(InputError):
         self.path = str(path)
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type[AudioFileError], tuple[str, str]]:
+        return (type(self), (self.path, self.problem))  # crosses from the worker pool
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -85,6 +90,26 @@ class BenchmarkError(InputError):
 
 class ConfigError(InputError):
     pass
+
+
+class StorageError(DuplexsimError):
+    """A file or folder that cannot be written or read: names the path and the cause in one line."""
+
+    def __init__(self, path: object, exc: BaseException | str, doing: str = "write") -> None:
+        self.path = str(path)
+        self.cause = exc if isinstance(exc, str) else _cause(exc)
+        self.doing = doing
+        super().__init__(f"{path}: cannot {doing} ({self.cause})")
+
+    def __reduce__(self) -> tuple[type[StorageError], tuple[str, str, str]]:
+        # raised in the worker pool, it crosses to the run's process by pickle
+        return (type(self), (self.path, self.cause, self.doing))
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class SessionError(DuplexsimError):

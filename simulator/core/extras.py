@@ -24,6 +24,7 @@ EXTRA_OF: dict[str, str] = {
     "aioice": "webrtc",
     "av": "webrtc",
     "sounddevice": "audio-device",
+    "h2": "nova-sonic",
 }
 
 

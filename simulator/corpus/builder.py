@@ -341,7 +341,8 @@ def _write(
     """Write everything; returns the seconds spent decoding call audio."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+        remove_leftovers(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_building(out)}{os.getpid()}-", dir=out.parent))
     except OSError as exc:
         where = exc.filename if isinstance(exc.filename, str) else out.parent
         raise ConfigError(
@@ -430,6 +431,37 @@ def _scores_key(scorer: str, score: TurnScore) -> str:
     benchmark then take these scores instead of scoring the references), else its name."""
     who = score.identity
     return manifest_key(who) if who is not None and who.known else scorer
+
+
+def _building(out: Path) -> str:
+    return f".{out.name}.building-"
+
+
+def remove_leftovers(out: Path) -> int:
+    """Delete what killed builds of ``out`` left beside it: temporary folders of builds whose
+    process is gone (the name holds its pid) and replaced folders not yet removed."""
+    removed = 0
+    for entry in out.parent.iterdir():
+        name = entry.name
+        if name.startswith(_building(out)):
+            pid = name[len(_building(out)) :].partition("-")[0]
+            if pid.isdecimal() and _alive(int(pid)):
+                continue  # a build running right now
+        elif not name.startswith(f".{out.name}.old-"):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _install(tmp: Path, out: Path, overwrite: bool) -> None:

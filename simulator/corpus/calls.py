@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import difflib
 import io
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 import soundfile as sf
 from numpy.typing import NDArray
 
+from simulator.core import safejson
 from simulator.core.audio import AudioInfo, audio_info, read_audio, resample
 from simulator.core.benchmark import _LANGUAGE
 from simulator.core.errors import AudioFileError, InputError, Problem
@@ -41,7 +41,7 @@ RATE = 16000  # calls are analysed, scored and cut at 16 kHz
 MAX_CALL_S = 4 * 3600.0
 COLUMNS = ("id", "language", "audio", "a", "b")
 # Call ids name samples ("<call>-<turn>"), so they follow the manifest's id rule, shorter.
-_CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_CALL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class CallListingError(InputError):
@@ -164,14 +164,12 @@ def _jsonl_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[in
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw, object_pairs_hook=_object)
+            obj = safejson.loads(raw, object_pairs_hook=_object)
         except _DuplicateKey as exc:
             problems.append(Problem(str(path), line, exc.key, "duplicate key"))
             continue
-        except json.JSONDecodeError as exc:
-            problems.append(
-                Problem(str(path), line, None, f"not valid JSON: {exc.msg} (column {exc.colno})")
-            )
+        except safejson.JsonError as exc:
+            problems.append(Problem(str(path), line, None, f"not valid JSON: {exc}"))
             continue
         if not isinstance(obj, dict):
             problems.append(
@@ -182,7 +180,7 @@ def _jsonl_rows(path: Path, text: str, problems: list[Problem]) -> list[tuple[in
     return rows
 
 
-class _DuplicateKey(ValueError):
+class _DuplicateKey(safejson.JsonError):
     def __init__(self, key: str) -> None:
         super().__init__(f"duplicate key {key!r}")
         self.key = key
@@ -289,7 +287,7 @@ class _RowParser:
         if not isinstance(value, str):
             self.problem(name, f"expected a string, got {type(value).__name__}")
             return None
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             self.problem(name, f"invalid value {value!r} (expected {hint})")
             return None
         return value

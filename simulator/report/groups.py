@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.core.provenance import BenchmarkId, ScorerIdentity
-from simulator.report.data import RunReport
+from simulator.report.data import NO_SCORER, RunReport
 
 __all__ = ["LEGEND", "Group", "group_reports", "ranked", "separate_note"]
 
@@ -35,6 +35,8 @@ class Group:
 
     @property
     def title(self) -> str:
+        if self.identity.name == NO_SCORER:
+            return f"benchmark {self.benchmark.label} · timing only: nothing scored"
         return f"benchmark {self.benchmark.label} · scorer {self.identity.label()}"
 
 

@@ -11,12 +11,16 @@ from simulator.report.data import RunReport
 from simulator.report.groups import LEGEND, Group, group_reports, separate_note
 from simulator.report.tables import (
     HEADERS,
+    TASK_HEADERS,
+    TASK_NOTE,
     _per_emotion_rows,
     _per_language_rows,
     group_notes,
+    has_tasks,
     leaderboard_rows,
     method_line,
     out_of_n_notes,
+    task_rows,
 )
 
 __all__ = ["html_report"]
@@ -96,6 +100,12 @@ def html_report(reports: Sequence[RunReport], plots: Sequence[Sequence[Path]]) -
         "excluded and listed in the last column. Click a header to sort.</p>"
     )
     sections.append(f"<p class='note'>{html.escape(LEGEND)}</p>")
+    if has_tasks(reports):
+        sections += [
+            "<h2>Timing by task</h2>",
+            _table(TASK_HEADERS, task_rows(reports), "by-task"),
+            f"<p class='note'>{html.escape(TASK_NOTE)}</p>",
+        ]
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"
         f"</title><style>{_STYLE}</style></head><body>{''.join(sections)}"

@@ -26,6 +26,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def _literal(text: str) -> str:
+    """``text`` shown as written: matplotlib reads a pair of ``$`` as math (and fails on bad
+    math), so each is escaped."""
+    return text.replace("$", r"\$")
+
+
 def emotion_bars(group: Group, path: Path) -> Path:
     """Match rate per reference emotion, one bar per run; a 0% bar is drawn as a coloured line
     on the axis with a "0" above it, so a zero reads as zero, not as a missing value."""
@@ -38,7 +44,10 @@ def emotion_bars(group: Group, path: Path) -> Path:
         values = np.array([_rate(r, e.name) for e in EMOTIONS])
         left = x + (i - (len(reports) - 1) / 2) * width
         bars = ax.bar(
-            left, values, width, label=r.model + ("" if r.model == r.run_id else f" ({r.run_id})")
+            left,
+            values,
+            width,
+            label=_literal(r.model + ("" if r.model == r.run_id else f" ({r.run_id})")),
         )
         color = bars.patches[0].get_facecolor() if bars.patches else None
         for xi, v in zip(left, values, strict=True):
@@ -55,7 +64,7 @@ def emotion_bars(group: Group, path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.set_xticks(x, [e.display for e in EMOTIONS], rotation=30, ha="right")
     ax.set_ylabel("match rate (%)")
-    ax.set_title(f"Match rate by reference emotion\n{group.title}", fontsize=9)
+    ax.set_title(_literal(f"Match rate by reference emotion\n{group.title}"), fontsize=9)
     ax.legend(fontsize=8, ncols=2)
     fig.tight_layout()
     fig.savefig(path)
@@ -97,8 +106,10 @@ def language_heatmap(group: Group, path: Path) -> Path:
         ax.set_xticks(range(len(languages)), languages)
         ax.set_yticks(range(len(EMOTIONS)), [e.display for e in EMOTIONS] if k % cols == 0 else [])
         _annotate(ax, grid)
-        ax.set_title(f"{reports[k].model}\n{reports[k].run_id}", fontsize=9)
-    fig.suptitle(f"Match rate (%) by emotion and language, per run\n{group.title}", fontsize=10)
+        ax.set_title(_literal(f"{reports[k].model}\n{reports[k].run_id}"), fontsize=9)
+    fig.suptitle(
+        _literal(f"Match rate (%) by emotion and language, per run\n{group.title}"), fontsize=10
+    )
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), label="match rate (%)")
     fig.savefig(path)

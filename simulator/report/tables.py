@@ -6,16 +6,18 @@ import math
 from collections.abc import Sequence
 
 from simulator.core.emotions import EMOTIONS
-from simulator.report.data import RunReport
+from simulator.report.data import NO_SCORER, RunReport
 from simulator.report.groups import LEGEND, Group, group_reports, ranked, separate_note
 from simulator.textable import render_table
 
 __all__ = [
     "NOT_COMPARABLE",
+    "TASK_HEADERS",
     "group_notes",
     "leaderboard_rows",
     "markdown_report",
     "ranked",
+    "task_rows",
     "terminal_report",
 ]
 
@@ -86,10 +88,12 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
 
 def group_notes(group: Group) -> list[str]:
     """The warnings a group's table carries."""
+    scored = group.identity.name != NO_SCORER
     notes = sorted(
         {NOT_COMPARABLE.format(scorer=r.scorer) for r in group.reports if not r.comparable}
     )
-    if not group.identity.known:
+    notes = notes if scored else []
+    if scored and not group.identity.known:
         notes.append(
             "Scorer identity unrecorded (scores cached before weights and code versions were "
             "kept): run `duplexsim score` again to record it."
@@ -97,6 +101,31 @@ def group_notes(group: Group) -> list[str]:
     if any("[" in r.model for r in group.reports):
         notes.append(FLAGGED)
     return notes
+
+
+TASK_HEADERS = ["run", "task", "N", "take-overs", "take-over rate", "latency ms (take-overs)"]
+TASK_NOTE = (
+    "Full-Duplex-Bench's figures: a take-over is 1 s or more of model speech; lower is better on "
+    "pause handling, higher on turn-taking; latency is clamped at 0 and averaged over take-overs."
+)
+
+
+def has_tasks(reports: Sequence[RunReport]) -> bool:
+    """Whether any run's benchmark names tasks (Full-Duplex-Bench's): then timing is shown by task."""
+    return any(t.task != "all" for r in reports for t in r.tasks)
+
+
+def task_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    rows = []
+    for r in ranked(reports):
+        for t in r.tasks:
+            rate = t.takeover_rate
+            latency = None if t.latency_s is None else 1000 * t.latency_s
+            tor = _pct(math.nan if rate is None else rate)
+            rows.append(
+                [r.run_id, t.task, str(t.samples), str(t.takeovers), tor, _num(latency, "{:.0f}")]
+            )
+    return rows
 
 
 def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
@@ -137,13 +166,18 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
 def _terminal_group(group: Group, number: int, total: int) -> list[str]:
     runs = [r.run_id for r in group.reports]
     head = f"[{number}/{total}] " if total > 1 else ""
-    return [
+    parts = [
         f"{head}{group.title}",
         *group_notes(group),
         "",
         render_table(HEADERS, leaderboard_rows(group.reports)),
         "",
         *out_of_n_notes(group.reports),
+    ]
+    if group.identity.name == NO_SCORER:  # timing only: the tables would be empty
+        return parts
+    return [
+        *parts,
         "",
         "match rate by emotion (N):",
         render_table(["emotion", *runs], _per_emotion_rows(group.reports)),
@@ -159,6 +193,8 @@ def terminal_report(reports: Sequence[RunReport]) -> str:
     parts: list[str] = [note, ""] if note else []
     for i, group in enumerate(groups, start=1):
         parts += [*_terminal_group(group, i, len(groups)), ""]
+    if has_tasks(reports):
+        parts += ["timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE, ""]
     parts.append(LEGEND)
     return "\n".join(parts)
 
@@ -191,10 +227,14 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[st
         parts += [f"> **{n}**" for n in group_notes(group)] + [""]
         parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports)), ""]
         parts += [*(f"- {n}" for n in out_of_n_notes(group.reports)), ""]
-        parts += ["### Match rate by emotion", ""]
-        parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
-        parts += ["### Match rate by language", ""]
-        parts += [_markdown_table(["language", *runs], _per_language_rows(group.reports)), ""]
+        if group.identity.name != NO_SCORER:  # else timing only: the tables would be empty
+            parts += ["### Match rate by emotion", ""]
+            parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
+            parts += ["### Match rate by language", ""]
+            parts += [_markdown_table(["language", *runs], _per_language_rows(group.reports)), ""]
         parts += [f"![{p}]({p})" for p in (plots[i] if i < len(plots) else ())] + [""]
+    if has_tasks(reports):
+        parts += ["## Timing by task", "", _markdown_table(TASK_HEADERS, task_rows(reports))]
+        parts += ["", TASK_NOTE, ""]
     parts += [method_line(reports), "", LEGEND, ""]
     return "\n".join(parts)
