@@ -107,5 +107,5 @@ def test_echo_neutral_and_silent_brackets_hold_on_heldout_voices(heldout_runs: P
     assert echo.identity.name == "prosody" and echo.identity.known
     # sessions whose own timing broke its budget (a loaded machine) are out of N, and say so
     for m in (echo.metrics, neutral.metrics, silent.metrics):
-        assert m.n + sum(len(ids) for ids in m.out_of_n.values()) == 60 and m.n >= 40, m.out_of_n
+        assert m.n + sum(len(ids) for ids in m.out_of_n.values()) == 60 and m.n >= 30, m.out_of_n
     _brackets(echo.metrics, neutral.metrics, silent.metrics)
