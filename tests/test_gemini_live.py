@@ -403,6 +403,12 @@ def kinds(parts: list[tuple[int, Any]]) -> list[str]:
             None,
         ),
         (f"/ws/{SERVICE.format('v2', 'BidiGenerateContent')}", {}, None, "not found"),
+        (
+            f"/ws/{SERVICE.format('v1alpha', 'BidiGenerateContentConstrained')}?access_token={KEY}",
+            {},
+            KEY,
+            None,
+        ),
     ],
 )
 def test_server_checks_path_and_key(

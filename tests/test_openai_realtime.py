@@ -33,7 +33,7 @@ from clients.openai_realtime.server import start_server
 from clients.openai_realtime.server_protocol import Close, Send, ServerProtocol, Stall
 from clients.registry import client_class
 from clients.serveractions import expand
-from simulator.core.audio import frame_signal
+from simulator.core.audio import float_to_pcm16, frame_signal
 from simulator.core.errors import (
     ConfigError,
     ConnectError,
@@ -692,3 +692,30 @@ def test_user_speech_interrupts_a_response_being_generated() -> None:
     later = feed(server, np.zeros(RATE, np.float32))
     assert [m["type"] for _, m in later].count("response.created") == 1
     assert server.responses == 2
+
+
+def test_fake_truncates_only_audio_it_generated() -> None:
+    """conversation.item.truncate: within the item's generated audio it is acknowledged; past it,
+    or for an item that does not exist, it is an error naming the parameter."""
+    server = ServerProtocol(behaviour_factory("echo"))
+    server.opening()
+    x = np.concatenate([voiced_signal(1.5, 24000), np.zeros(24000, np.float32)])
+    for i in range(0, x.size, 480):
+        server.receive(event("input_audio_buffer.append", audio=b64_pcm(x[i : i + 480])))
+    assert server.responses == 1
+
+    def truncate(item: str, end_ms: int) -> dict[str, Any]:
+        fields = {"item_id": item, "content_index": 0, "audio_end_ms": end_ms}
+        [sent] = [a for a in expand(server.receive(event("conversation.item.truncate", **fields)))]
+        assert isinstance(sent, Send)
+        return json.loads(sent.message)
+
+    assert truncate("item_resp_1", 500)["type"] == "conversation.item.truncated"
+    past = truncate("item_resp_1", 60_000)
+    assert past["type"] == "error" and past["error"]["param"] == "audio_end_ms"
+    missing = truncate("item_nope", 0)
+    assert missing["type"] == "error" and missing["error"]["param"] == "item_id"
+
+
+def b64_pcm(samples: np.ndarray) -> str:
+    return base64.b64encode(float_to_pcm16(samples)).decode()

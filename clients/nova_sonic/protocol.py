@@ -31,6 +31,7 @@ from clients.base import (
 from clients.httperrors import refusal, retry_after
 from clients.nova_sonic import events as wire
 from clients.nova_sonic.eventstream import MessageReader
+from simulator.core import safejson
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 from simulator.core.errors import (
     ProtocolError,
@@ -38,6 +39,7 @@ from simulator.core.errors import (
     RemoteError,
     SessionError,
 )
+from simulator.core.redact import redact
 
 __all__ = ["ClientProtocol", "SonicSettings", "http_error", "stream_error"]
 
@@ -157,15 +159,13 @@ class ClientProtocol:
         return start.stage if start is not None else None
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self.secrets)
 
 
 def _interrupted(text: str) -> bool:
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        obj = safejson.loads(text)
+    except safejson.JsonError:
         return False
     return isinstance(obj, dict) and obj.get("interrupted") is True
 

@@ -93,6 +93,7 @@ class ServerProtocol:
         self._next_ping_ms = _PING_EVERY_MS
         self._done = False  # closed or stalled: ignore everything
         self.responses = 0  # responses sent, for tests
+        self._items: dict[str, FakeResponse] = {}  # assistant items, by id
 
     # --- entry points ----------------------------------------------------------------------
 
@@ -257,7 +258,18 @@ class ServerProtocol:
         return [self._error("response_cancel_not_active", message, None, obj.get("event_id"))]
 
     def _truncate(self, obj: dict[str, Any]) -> list[Action]:
+        """Cut an assistant item's audio where the listener stopped; past what was generated,
+        or of an item that does not exist, is an error, as on the real server."""
         fields = {k: obj.get(k) for k in ("item_id", "content_index", "audio_end_ms")}
+        item = self._items.get(str(fields["item_id"]))
+        end = fields["audio_end_ms"]
+        if item is None:
+            message = f"Item with id '{fields['item_id']}' not found."
+            return [self._error("invalid_value", message, "item_id", obj.get("event_id"))]
+        generated = item.sent // 2 * 1000 // item.rate  # what went out as deltas
+        if not isinstance(end, int) or isinstance(end, bool) or not 0 <= end <= generated:
+            message = f"audio_end_ms {end!r} is past the item's {generated} ms of audio."
+            return [self._error("invalid_value", message, "audio_end_ms", obj.get("event_id"))]
         return [self._event("conversation.item.truncated", **fields)]
 
     # --- the behaviour ---------------------------------------------------------------------
@@ -330,6 +342,7 @@ class ServerProtocol:
             self._event("response.content_part.added", **resp.ids, part={"type": "audio"}),
         ]
         self._playing = resp
+        self._items[resp.iid] = resp
         return actions + self._generate()
 
     def _generate(self) -> list[Action]:

@@ -24,7 +24,7 @@ from clients.base import (
 )
 from clients.behaviours import Behaviour
 from clients.faults import Faults
-from clients.mediaclock import MediaClock
+from clients.mediaclock import FILL_LAPSE_S, MediaClock
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import DigitalSilence
@@ -191,7 +191,7 @@ class ServerProtocol:
         if not 8000 <= hello.sample_rate <= 48000 or hello.frame_ms <= 0:
             raise ProtocolError(f"unsupported sample_rate {hello.sample_rate} or frame_ms")
         self._behaviour = self._factory(hello.sample_rate)
-        self._clock = MediaClock(hello.sample_rate)
+        self._clock = MediaClock(hello.sample_rate, FILL_LAPSE_S)
         self._frame = max(1, hello.sample_rate * hello.frame_ms // 1000)
         return [Send(wire.encode(wire.HelloAck(hello.sample_rate, self._session_id)))]
 
