@@ -368,7 +368,7 @@ async def _run_sample(
             language=sample.language,
             emotion=sample.emotion,
             context=str(sample.context),
-            reference=str(sample.reference),
+            reference=None if sample.reference is None else str(sample.reference),
             context_turn_start_s=sample.context_turn_start_s,
         ),
         run_id=opts.run_id,
@@ -391,7 +391,14 @@ def _row(
     sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
 ) -> ResultRow:
     return outcome_row(
-        sample.id, sample.language, sample.emotion, outcome, attempts, folder, run_dir
+        sample.id,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempts,
+        folder,
+        run_dir,
+        task=sample.task,
     )
 
 
@@ -403,6 +410,8 @@ def outcome_row(
     attempts: int,
     folder: Path,
     run_dir: Path,
+    *,
+    task: str | None = None,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference)."""
     t = outcome.timing
@@ -432,6 +441,7 @@ def outcome_row(
         loop_lag_max_ms=outcome.check.loop_lag_max_ms,
         recv_lag_max_ms=outcome.check.recv_lag_max_ms,
         truncated=outcome.truncated,
+        task=task,
     )
 
 

@@ -85,9 +85,21 @@ def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
     sample = read_meta(run_dir / row.bundle).sample
     if sample.kind == "live":
         return None  # a person's turn (``talk``): nothing to mirror, only its reply is scored
-    assert sample.reference is not None  # read_meta checks it for a benchmark session
+    if sample.reference is None:
+        return None  # a timing-only sample: nothing to mirror
     audio = read_audio(sample.reference, sample_rate=SAMPLE_RATE)
     return ClipJob(f"reference/{row.sample_id}", audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)])
+
+
+def _timing_only(run_dir: Path, row: ResultRow) -> bool:
+    """A benchmark sample without emotion and reference: timed, with nothing emotional to score."""
+    if not row.bundle:
+        return False
+    try:
+        sample = read_meta(run_dir / row.bundle).sample
+    except InputError:
+        return False  # the reference job reports the problem
+    return sample.kind == "benchmark" and sample.reference is None
 
 
 def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
@@ -96,7 +108,7 @@ def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
     jobs: list[ClipJob] = []
     problems: dict[str, str] = {}
     for row in rows:
-        if row.status == "failed":
+        if row.status == "failed" or (not row.emotion and _timing_only(run_dir, row)):
             continue
         for kind, make in (("reply", _reply_job), ("reference", _reference_job)):
             try:

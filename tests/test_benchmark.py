@@ -59,7 +59,11 @@ def _problems(root: Path) -> list[str]:
     [
         ('{"id": "s0", ', None, "not valid JSON"),
         ("[1, 2]", None, "expected a JSON object"),
-        ({k: v for k, v in GOOD.items() if k != "emotion"}, "emotion", "missing required field"),
+        (
+            {k: v for k, v in GOOD.items() if k != "emotion"},
+            "emotion",
+            "missing: 'reference' needs 'emotion'",
+        ),
         (GOOD | {"emotion": "happy"}, "emotion", "unknown emotion 'happy'"),
         (GOOD | {"emotion": "Astonishment_Surprise"}, "emotion", "did you mean 'Surprise'"),
         (GOOD | {"emotion": 3}, "emotion", "expected a string, got a number"),

@@ -158,3 +158,15 @@ def test_run_and_score_select_the_same_way(make_benchmark, tmp_path):
     assert "2 clips scored" in score.stdout  # the reply and the reference of s1
     missing = duplexsim("score", str(runs / "r"), "--sample", "s2")
     assert missing.returncode == 2 and "--sample 's2' matches no sample id" in missing.stderr
+
+
+def test_a_factory_needs_the_scorer_name_its_scores_are_recorded_under():
+    from simulator.cli.score_cmd import resolve_scorer_name
+
+    args = build_parser().parse_args(
+        ["benchmark", "build", "calls.csv", "--out", "o", "--factory", "m:f"]
+    )
+    with pytest.raises(ConfigError, match="--factory needs --scorer NAME"):
+        resolve_scorer_name(args)
+    args.scorer = "mine"
+    assert resolve_scorer_name(args) == "mine"

@@ -339,7 +339,8 @@ def test_hf_cache_miss_never_downloads(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(
         ConfigError,
-        match=r"laion/BUD-E-Whisper is not in the Hugging Face cache.*--model-path.*download=True",
+        match=r"laion/BUD-E-Whisper is not in the Hugging Face cache; run `duplexsim scorer "
+        r"download empathic-insight-voice-small` or pass --model-path",
     ):
         EmpathicInsightVoice(model_path=None, cache_dir=tmp_path / "hf")
     assert not any((tmp_path / "hf").glob("**/*.pth")) if (tmp_path / "hf").exists() else True

@@ -410,3 +410,55 @@ def test_freeze_omni_frames(frames: list[str | bytes]) -> None:
             ready.receive(frame, 1.0)
         with contextlib.suppress(SessionError):
             opening.handshake(frame)
+
+
+# --- hume-evi and nova-sonic ------------------------------------------------------------------
+
+HUME_EXAMPLES: list[Any] = [
+    {"type": "audio_output", "id": "a", "index": 0, "data": "UklGRg=="},
+    {"type": "assistant_message", "id": "m", "message": {"role": "assistant", "content": "hi"},
+     "models": {"prosody": {"scores": {"Joy": 0.5}}}},
+    {"type": "user_message", "interim": False, "message": {"role": "user", "content": "x"}},
+    {"type": "assistant_end"},
+    {"type": "error", "code": "E0100", "slug": "s", "message": "m"},
+    {"type": "chat_metadata", "chat_id": "c", "chat_group_id": "g"},
+]  # fmt: skip
+HUME_KEYS = ("type", "data", "message", "models", "prosody", "scores", "content", "code")
+
+
+@FAST
+@given(hostile.hostile_text(HUME_EXAMPLES, HUME_KEYS))
+def test_hume_evi_server_messages(text: str) -> None:
+    from clients.hume_evi import events as hume_wire
+    from clients.hume_evi.protocol import ClientProtocol as HumeClient
+
+    ready = HumeClient(hume_wire.SessionSettings(24000), secret="hume-key")
+    ready.receive_opening(hume_wire.encode_server(hume_wire.ChatMetadata("c", "g")))
+    with contextlib.suppress(SessionError):
+        ready.receive(text, 1.0)
+    with contextlib.suppress(SessionError):
+        HumeClient(hume_wire.SessionSettings(24000)).receive_opening(text)
+
+
+NOVA_EXAMPLES: list[Any] = [
+    {"event": {"audioOutput": {"content": "AAAA", "contentId": "c"}}},
+    {"event": {"textOutput": {"content": '{"interrupted": true}', "contentId": "c", "role": "USER"}}},
+    {"event": {"contentStart": {"contentId": "c", "type": "TEXT", "role": "ASSISTANT",
+                                "additionalModelFields": '{"generationStage": "FINAL"}'}}},
+    {"event": {"contentEnd": {"contentId": "c", "type": "AUDIO", "stopReason": "END_TURN"}}},
+]  # fmt: skip
+NOVA_KEYS = ("event", "audioOutput", "textOutput", "content", "contentId", "role", "type")
+
+
+@FAST
+@given(st.lists(hostile.hostile_bytes(NOVA_EXAMPLES, NOVA_KEYS), min_size=1, max_size=3))
+def test_nova_sonic_event_stream(payloads: list[bytes]) -> None:
+    from clients.nova_sonic import events as nova_wire
+    from clients.nova_sonic.protocol import ClientProtocol as NovaClient
+    from clients.nova_sonic.protocol import SonicSettings
+
+    proto = NovaClient(SonicSettings(), "p1", secret="nova-secret")
+    for payload in payloads:
+        for data in (nova_wire.chunk_raw(payload), payload):  # a good frame, and raw bytes
+            with contextlib.suppress(SessionError):
+                proto.receive(data, 1.0)

@@ -118,6 +118,8 @@ def test_a_plugin_protocol_and_scorer_run_end_to_end(plugin_site, make_benchmark
     score = _duplexsim(env, "score", str(runs / "p"), "--scorer", "example-loudness")
     assert score.returncode == 0, score.stderr
     assert "4 clips scored" in score.stdout and "example-loudness" in score.stdout
+    listed = _duplexsim(env, "models", "list")
+    assert "raw-pcm" in listed.stdout.splitlines()[-1]
     report = _duplexsim(env, "report", str(runs / "p"), "--out", str(tmp_path / "rep"))
     assert report.returncode == 0, report.stderr
     assert "example-loudness" in (tmp_path / "rep" / "leaderboard.json").read_text()

@@ -124,7 +124,7 @@ def test_a_version_1_bundle_still_reads_and_a_talk_session_is_live(tmp_path):
     ("change", "field"),
     [
         ({"kind": "dream"}, "kind"),
-        ({"sample": {"id": "a", "context": "/c.wav"}}, "context or reference"),
+        ({"sample": {"id": "a", "reference": "/r.wav"}}, "no context path"),
         ({"settings": [1]}, "settings"),
         ({"attempts": "two"}, "attempts"),
         ({"bundle_version": 99}, "newer"),

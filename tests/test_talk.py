@@ -221,7 +221,7 @@ def result_row(sample_id: str, *, emotion: str, bundle: str | None) -> ResultRow
 def test_a_bundle_without_a_reference_key_is_still_an_error(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "meta.json").write_text(json.dumps({"sample": {"id": "x"}}))
-    with pytest.raises(ConfigError, match="records no context or reference path"):
+    with pytest.raises(ConfigError, match="records no context path"):
         _reference_job(tmp_path, result_row("x", emotion="Anger", bundle="b"))
 
 

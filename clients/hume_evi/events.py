@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -266,8 +267,8 @@ def _models(scores: Scores | None) -> dict[str, Any]:
 
 def _object(text: str | bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        obj = safejson.loads(text)
+    except safejson.JsonError:
         raise ProtocolError(f"message is not valid JSON: {_head(text)}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise ProtocolError(f"message is not an object with a string 'type': {_head(text)}")

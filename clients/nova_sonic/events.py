@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.nova_sonic.eventstream import Message, encode_message
+from simulator.core import safejson
 from simulator.core.errors import ProtocolError
 
 __all__ = [
@@ -203,8 +204,8 @@ def _str(body: dict[str, Any], key: str) -> str:
 
 def _json(raw: bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return safejson.loads(raw)
+    except safejson.JsonError:
         raise ProtocolError(f"{what} is not valid JSON: {raw[:60]!r}") from None
 
 
@@ -220,8 +221,8 @@ def _b64(text: str) -> bytes:
 
 def _message_of(payload: bytes) -> str:
     try:
-        obj = json.loads(payload) if payload else {}
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        obj = safejson.loads(payload) if payload else {}
+    except safejson.JsonError:
         return payload[:200].decode("utf-8", "replace")
     message = obj.get("message", obj.get("Message", "")) if isinstance(obj, dict) else ""
     return str(message)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scoring.models.base import EmotionModel
+from scoring.models.weights import installed_scorer
 from simulator.core.errors import ConfigError
 from simulator.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
 
@@ -51,6 +52,8 @@ def load_scorer(
     ``precision`` (None: the scorer's default) is refused by a scorer that declares none."""
     cls: Callable[..., EmotionModel] = _scorer_class(name)
     check_precision(name, precision)
+    if model_path is None:
+        model_path = installed_scorer(name)  # what `duplexsim scorer download` put in place
     if precision is not None:
         options["precision"] = precision
     fixed = _SCORERS[name][1] if name in _SCORERS else {}

@@ -21,7 +21,8 @@ Three ways to run the same model (``docs/scorers.md``):
 * ``score_reference_loop``: one head at a time, the encoder run again for every clip (the model
   card's Colab).
 
-Weights are never fetched unless the caller passes ``download=True``.
+Weights are never fetched here unless the caller passes ``download=True``; ``duplexsim scorer
+download`` installs them (``scoring.models.weights``), and an installed scorer is used by default.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ from torch import nn
 
 from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE, EmotionModel
 from scoring.models.precision import default_precision
+from scoring.models.weights import (
+    ENCODER_PATTERNS,
+    ENCODER_REPO,
+    HEAD_REPOS,
+    HEADS_SUBDIR,
+    head_filename,
+)
 from simulator.core.emotions import HEAD_NAMES, emotion_by_name, suggest_emotion
 from simulator.core.errors import ConfigError
 from simulator.core.extras import require
@@ -56,26 +64,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ENCODER_REPO = "laion/BUD-E-Whisper"
-HEAD_REPOS = {
-    "small": "laion/Empathic-Insight-Voice-Small",
-    "large": "laion/Empathic-Insight-Voice-Large",
-}
 # (P, (H1, H2, H3)) of the published heads; only used to warn about a size mix-up.
 PUBLISHED_SHAPES = {"small": (64, (64, 32, 16)), "large": (128, (128, 64, 32))}
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DROPOUTS = (0.0, 0.1, 0.1, 0.1)  # inactive in eval(); kept so the module matches the card's
 MAX_SAMPLES = round(MAX_CLIP_S * SAMPLE_RATE)
-HEADS_SUBDIR = "heads"
 
 _LINEARS = ("proj", "mlp.2", "mlp.5", "mlp.8", "mlp.11")
 _HEAD_FILE = re.compile(r"^model_(.+)_best\.pth$")
 _PREFIXES = ("_orig_mod.", "module.")
 _HINT = "pass --model-path DIR (the BUD-E-Whisper files plus model_<Name>_best.pth, see docs/scorers.md)"
-
-
-def head_filename(dimension: str) -> str:
-    return f"model_{dimension}_best.pth"
 
 
 class FullEmbeddingMLP(nn.Module):
@@ -469,7 +467,7 @@ def _from_hf_cache(
         )
         head_patterns = [head_filename(n) for n in names]
     wanted = (
-        (ENCODER_REPO, ["*.json", "*.safetensors", "pytorch_model.bin"]),
+        (ENCODER_REPO, ENCODER_PATTERNS),
         (head_repo, head_patterns),
     )
     folders = []
@@ -485,8 +483,9 @@ def _from_hf_cache(
                     f"({type(exc).__name__}: {_first_line(exc)}); {_HINT}"
                 ) from None
             raise ConfigError(
-                f"empathic-insight-voice-{size}: {repo} is not in the Hugging Face cache; "
-                f"{_HINT}, or pass the option download=True"
+                f"empathic-insight-voice-{size}: no weights installed and {repo} is not in the "
+                f"Hugging Face cache; run `duplexsim scorer download empathic-insight-voice-{size}`"
+                f" or {_HINT}"
             ) from None
         folders.append(Path(folder))
     return folders[0], [folders[1] / HEADS_SUBDIR, folders[1]]

@@ -14,10 +14,12 @@ from simulator import __version__
 from simulator.cli import (
     benchmark_cmd,
     demo_cmd,
+    export_cmd,
     models_cmd,
     replay_cmd,
     run_cmd,
     score_cmd,
+    scorer_cmd,
     scoring_cmd,
     serve_cmd,
     talk_cmd,
@@ -31,12 +33,14 @@ _COMMANDS = (
     demo_cmd,
     run_cmd,
     score_cmd,
+    export_cmd,
     replay_cmd,
     view_cmd,
     talk_cmd,
     models_cmd,
     benchmark_cmd,
     serve_cmd,
+    scorer_cmd,
     scoring_cmd,
 )
 

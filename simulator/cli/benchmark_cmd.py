@@ -44,6 +44,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check.set_defaults(func=_check)
     _register_build(bench_sub)
     _register_validate(bench_sub)
+    fdb = bench_sub.add_parser(
+        "import-fdb",
+        help="a timing-only benchmark over Full-Duplex-Bench's <task>/<id>/input.wav folders",
+    )
+    fdb.add_argument("path", type=Path, metavar="DIR", help="its data folder, or one task folder")
+    fdb.add_argument("--out", type=Path, help="where manifest.jsonl goes (default: DIR)")
+    fdb.add_argument("--language", default="en", help="language of every sample (default en)")
+    fdb.add_argument("--force", action="store_true", help="replace an existing manifest.jsonl")
+    add_outside_paths_argument(fdb)  # --out outside DIR: the manifest points out of its folder
+    fdb.set_defaults(func=_import_fdb)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -53,6 +63,21 @@ def _check(args: argparse.Namespace) -> int:
         allow_outside=args.allow_outside_paths,
     )
     print(summarise(bench))
+    return 0
+
+
+def _import_fdb(args: argparse.Namespace) -> int:
+    from simulator.fdb import import_fdb
+
+    result = import_fdb(
+        args.path,
+        args.out or args.path,
+        language=args.language,
+        force=args.force,
+        allow_outside=args.allow_outside_paths,
+    )
+    tasks = ", ".join(f"{task} {n}" for task, n in result.tasks.items())
+    print(f"{result.manifest}: {sum(result.tasks.values())} timing-only samples ({tasks})")
     return 0
 
 
@@ -74,8 +99,14 @@ def summarise(bench: Benchmark) -> str:
         "",
         _durations(bench),
     ]
+    timing_only = sum(1 for s in bench if s.emotion is None)
+    if timing_only:
+        parts.append(f"\ntiming only (no emotion or reference): {timing_only} samples")
+    tasks = Counter(s.task for s in bench if s.task)
+    if tasks:
+        parts.append("tasks: " + ", ".join(f"{t} {n}" for t, n in sorted(tasks.items())))
     missing = [e.display for e in EMOTIONS if not any(counts[(e.name, lang)] for lang in languages)]
-    if missing:
+    if missing and timing_only < len(bench):
         parts.append(f"\nno samples for: {', '.join(missing)}")
     return "\n".join(parts)
 

@@ -47,6 +47,9 @@ def _list(args: argparse.Namespace) -> int:
         "\nalso: fake:BEHAVIOUR[@PROTOCOL] for a local reference model, a ws:// URL of a "
         "pcm-ws server, or a path to your own profile.toml"
     )
+    from clients.registry import client_protocols
+
+    print(f"protocols (built in and installed plugins): {', '.join(client_protocols())}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import sys
 import time
 from argparse import SUPPRESS
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from scoring.models.precision import PRECISIONS
+from scoring.models.weights import DOWNLOADABLE
 from simulator.cli.options import add_selection_arguments, deprecated_alias, select_samples
 from simulator.core.errors import ConfigError
 from simulator.scoring_run import score_run
@@ -45,7 +47,8 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         "--scorer",
         default=AUTO,
         help="prosody, empathic-insight-voice-small or -large, an installed plugin's name or "
-        "module:Class (default: empathic-insight-voice-small with --model-path, else prosody)",
+        "module:Class (default: empathic-insight-voice-small with --model-path or once "
+        "`duplexsim scorer download` installed it, else prosody)",
     )
     g.add_argument("--model-path", type=Path, help="local folder with the scorer's weights")
     g.add_argument(
@@ -72,12 +75,32 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+AUTO_NEURAL = "empathic-insight-voice-small"  # used without flags once installed
+
+
+def _installed(name: str) -> Path | None:
+    from scoring.models.weights import installed_scorer
+
+    return installed_scorer(name)
+
+
+def _neural_ready() -> bool:
+    """Whether the default neural scorer can run without flags: installed by `scorer download`,
+    or in the Hugging Face cache with torch and transformers there to run it."""
+    if _installed(AUTO_NEURAL):
+        return True
+    from scoring.models.weights import in_hf_cache
+
+    runnable = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
+    return runnable and in_hf_cache(AUTO_NEURAL)
+
+
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
     from scoring.models import check_precision, is_known_scorer, scorer_names
 
-    name = "empathic-insight-voice-small" if args.model_path else "prosody"
+    name = AUTO_NEURAL if args.model_path or _neural_ready() else "prosody"
     if args.scorer != AUTO:
         name = str(args.scorer)
     if args.precision is not None and args.endpoint:
@@ -116,6 +139,7 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tupl
     async def score(clips: list[np.ndarray]) -> Sequence[Any]:
         return await scoring.score(clips, name, deadline_s=SCORE_DEADLINE_S)
 
+    weights = None if args.endpoint else (args.model_path or _installed(name))
     lines = []
     unscored = 0
     try:
@@ -127,9 +151,13 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tupl
                 run_dir, name, score, precision=args.precision, samples=_chosen(args, run_dir)
             )
             at = f", {outcome.precision}" if outcome.precision else ""
+            source = "" if weights is None else f"; weights {weights}"
+            if weights is None and not args.endpoint and name in DOWNLOADABLE:
+                source = "; weights from the Hugging Face cache"
             lines.append(
                 f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
                 f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
+                f"{source}"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
             unscored += len(outcome.errors)

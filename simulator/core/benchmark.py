@@ -26,18 +26,31 @@ AudioCheck = Literal["none", "header", "full"]
 
 _ID = NAME  # a sample id names its recording's folder
 _LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})?")
-_REQUIRED = ("id", "language", "emotion", "context", "reference")
-_OPTIONAL = ("context_turn_start_s", "gap_s", "source_id", "reference_scores", "meta")
+_REQUIRED = ("id", "language", "context")
+# emotion and reference come together: a sample without them is timing-only (Full-Duplex-Bench's
+# tasks): it runs and is timed, and nothing emotional is scored
+_PAIRED = ("emotion", "reference")
+_OPTIONAL = (
+    *_PAIRED,
+    "task",
+    "context_turn_start_s",
+    "gap_s",
+    "source_id",
+    "reference_scores",
+    "meta",
+)
+_TASK = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
 class Sample:
     id: str
     language: str
-    emotion: str
+    emotion: str | None  # None with reference: a timing-only sample
     context: Path
-    reference: Path
+    reference: Path | None
     line: int
+    task: str | None = None  # what the sample tests, e.g. "pause_handling"; reports group by it
     context_turn_start_s: float | None = None
     gap_s: float | None = None
     source_id: str | None = None
@@ -147,6 +160,7 @@ class _LineParser:
         emotion = self._emotion(obj)
         context = self._audio(obj, "context", audio_check)
         reference = self._audio(obj, "reference", audio_check)
+        task = self._string(obj, "task", pattern=_TASK, hint="lower-case letters, digits, '_'")
         turn_start = self._number(obj, "context_turn_start_s")
         gap = self._number(obj, "gap_s")
         source_id = self._optional_string(obj, "source_id")
@@ -158,27 +172,34 @@ class _LineParser:
             self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
         if not self.ok:
             return None
-        assert sample_id and language and emotion and context and reference
+        assert sample_id and language and context
         return Sample(
             id=sample_id,
             language=language,
             emotion=emotion,
             context=context[0],
-            reference=reference[0],
+            reference=reference[0] if reference else None,
             line=self.lineno,
+            task=task,
             context_turn_start_s=turn_start,
             gap_s=gap,
             source_id=source_id,
             reference_scores=scores,
             meta=meta,
             context_duration_s=context[1].duration_s if context[1].frames else None,
-            reference_duration_s=reference[1].duration_s if reference[1].frames else None,
+            reference_duration_s=reference[1].duration_s
+            if reference and reference[1].frames
+            else None,
         )
 
     def _check_fields(self, obj: dict[str, Any]) -> None:
         for name in _REQUIRED:
             if name not in obj:
                 self.problem(name, "missing required field")
+        given = [name for name in _PAIRED if name in obj]
+        if len(given) == 1:
+            other = _PAIRED[1 - _PAIRED.index(given[0])]
+            self.problem(other, f"missing: '{given[0]}' needs '{other}' (or give neither)")
         for name in obj:
             if name not in _REQUIRED and name not in _OPTIONAL:
                 near = _closest(name, (*_REQUIRED, *_OPTIONAL))

@@ -12,13 +12,15 @@ import numpy as np
 from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
 from scoring.models.base import MIN_CLIP_S, emotion_matrix
 from simulator.core.errors import ConfigError
+from simulator.core.takeover import TaskTiming, TimedSample, task_timings
 from simulator.scoring_run import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 from simulator.summary import RunSummary, summarise_rows
 
-__all__ = ["RunReport", "available_scorers", "build_report", "sample_scores"]
+__all__ = ["NO_SCORER", "RunReport", "available_scorers", "build_report", "sample_scores"]
 
 COMPARABLE_SCORERS = ("empathic-insight-voice-small",)  # the scorer MIRRORING itself used
+NO_SCORER = "none"  # a timing-only run's report
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class RunReport:
     metrics: MirroringMetrics
     timing: RunSummary
     unscored: dict[str, str]  # clip key -> why it has no score
+    tasks: tuple[TaskTiming, ...] = ()  # Full-Duplex-Bench's take-over rate and latency by task
 
     def to_dict(self) -> dict[str, Any]:
         t = self.timing
@@ -57,6 +60,7 @@ class RunReport:
                 "send_max_ms": t.send_max_ms,
                 "failures": t.failures,
             },
+            "timing_by_task": [t.to_dict() for t in self.tasks],
             "unscored": self.unscored,
         }
 
@@ -122,7 +126,9 @@ def sample_scores(
 def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunReport:
     meta, rows = read_results(run_dir)
     scorers = available_scorers(run_dir)
-    if scorer is None:
+    if scorer is None and not any(r.emotion for r in rows):
+        scorer = NO_SCORER  # timing only: nothing emotional to score or report
+    elif scorer is None:
         if not scorers:
             raise ConfigError(f"{run_dir}: not scored yet (run `duplexsim score {run_dir}`)")
         scorer = next((s for s in COMPARABLE_SCORERS if s in scorers), scorers[0])
@@ -144,4 +150,10 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         metrics=metrics,
         timing=summarise_rows(run_dir.name, rows),
         unscored=unscored,
+        tasks=tuple(task_timings(_timed(r) for r in rows)),
     )
+
+
+def _timed(row: ResultRow) -> TimedSample:
+    valid = getattr(row, "timing_valid", None) is not False  # None: not judged (older runs)
+    return TimedSample(row.task, row.status, row.reply_duration_s, row.latency_s, valid)

@@ -10,12 +10,16 @@ from pathlib import Path
 from simulator.report.data import RunReport
 from simulator.report.tables import (
     HEADERS,
+    TASK_HEADERS,
+    TASK_NOTE,
     _per_emotion_rows,
     _per_language_rows,
     _scorer_notes,
+    has_tasks,
     leaderboard_rows,
     out_of_n_notes,
     ranked,
+    task_rows,
 )
 
 __all__ = ["html_report"]
@@ -90,8 +94,14 @@ def html_report(reports: Sequence[RunReport], plots: Sequence[Path]) -> str:
         _table(["emotion", *runs], _per_emotion_rows(reports), "by-emotion"),
         "<h2>Match rate by language</h2>",
         _table(["language", *runs], _per_language_rows(reports), "by-language"),
-        *(_image(p) for p in plots),
     ]
+    if has_tasks(reports):
+        sections += [
+            "<h2>Timing by task</h2>",
+            _table(TASK_HEADERS, task_rows(reports), "by-task"),
+            f"<p class='note'>{html.escape(TASK_NOTE)}</p>",
+        ]
+    sections += [_image(p) for p in plots]
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"
         f"</title><style>{_STYLE}</style></head><body>{''.join(sections)}"

@@ -6,10 +6,17 @@ import math
 from collections.abc import Sequence
 
 from simulator.core.emotions import EMOTIONS
-from simulator.report.data import RunReport
+from simulator.report.data import NO_SCORER, RunReport
 from simulator.textable import render_table
 
-__all__ = ["NOT_COMPARABLE", "leaderboard_rows", "markdown_report", "terminal_report"]
+__all__ = [
+    "NOT_COMPARABLE",
+    "TASK_HEADERS",
+    "leaderboard_rows",
+    "markdown_report",
+    "task_rows",
+    "terminal_report",
+]
 
 NOT_COMPARABLE = (
     "NOT COMPARABLE WITH MIRRORING: scored with '{scorer}', not Empathic-Insight-Voice-Small; "
@@ -80,8 +87,39 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+TASK_HEADERS = ["run", "task", "N", "take-overs", "take-over rate", "latency ms (take-overs)"]
+TASK_NOTE = (
+    "Full-Duplex-Bench's figures: a take-over is 1 s or more of model speech; lower is better on "
+    "pause handling, higher on turn-taking; latency is clamped at 0 and averaged over take-overs."
+)
+
+
 def _scorer_notes(reports: Sequence[RunReport]) -> list[str]:
-    return sorted({NOT_COMPARABLE.format(scorer=r.scorer) for r in reports if not r.comparable})
+    return sorted(
+        {
+            NOT_COMPARABLE.format(scorer=r.scorer)
+            for r in reports
+            if not r.comparable and r.scorer != NO_SCORER
+        }
+    )
+
+
+def has_tasks(reports: Sequence[RunReport]) -> bool:
+    """Whether any run's benchmark names tasks (Full-Duplex-Bench's): then timing is shown by task."""
+    return any(t.task != "all" for r in reports for t in r.tasks)
+
+
+def task_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    rows = []
+    for r in ranked(reports):
+        for t in r.tasks:
+            rate = t.takeover_rate
+            latency = None if t.latency_s is None else 1000 * t.latency_s
+            tor = _pct(math.nan if rate is None else rate)
+            rows.append(
+                [r.run_id, t.task, str(t.samples), str(t.takeovers), tor, _num(latency, "{:.0f}")]
+            )
+    return rows
 
 
 def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
@@ -119,21 +157,32 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+def _scored_with(reports: Sequence[RunReport]) -> str:
+    names = sorted({r.scorer for r in reports if r.scorer != NO_SCORER})
+    return f"scored with {', '.join(names)}" if names else "timing only: nothing scored"
+
+
 def terminal_report(reports: Sequence[RunReport]) -> str:
     runs = [r.run_id for r in ranked(reports)]
     parts = [
+        _scored_with(reports),
         *_scorer_notes(reports),
         "",
         render_table(HEADERS, leaderboard_rows(reports)),
         "",
         *out_of_n_notes(reports),
-        "",
-        "match rate by emotion (N):",
-        render_table(["emotion", *runs], _per_emotion_rows(reports)),
-        "",
-        "match rate by language (N):",
-        render_table(["language", *runs], _per_language_rows(reports)),
     ]
+    if any(r.scorer != NO_SCORER for r in reports):  # else timing only: the tables would be empty
+        parts += [
+            "",
+            "match rate by emotion (N):",
+            render_table(["emotion", *runs], _per_emotion_rows(reports)),
+            "",
+            "match rate by language (N):",
+            render_table(["language", *runs], _per_language_rows(reports)),
+        ]
+    if has_tasks(reports):
+        parts += ["", "timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE]
     return "\n".join(parts).lstrip("\n")
 
 
@@ -157,6 +206,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) 
     parts = [
         "# MIRRORING leaderboard",
         "",
+        _scored_with(reports).capitalize() + ".",
+        "",
         *notes,
         "",
         _markdown_table(HEADERS, leaderboard_rows(reports)),
@@ -174,5 +225,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) 
         _markdown_table(["language", *runs], _per_language_rows(reports)),
         "",
     ]
+    if has_tasks(reports):
+        parts += ["## Timing by task", "", _markdown_table(TASK_HEADERS, task_rows(reports))]
+        parts += ["", TASK_NOTE, ""]
     parts += [f"![{p}]({p})" for p in plots]
     return "\n".join(parts) + "\n"

@@ -7,14 +7,18 @@ import argparse
 import asyncio
 
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 __all__ = ["echo", "main"]
 
 
 async def echo(ws: ServerConnection) -> None:
-    async for message in ws:
-        if isinstance(message, bytes):
-            await ws.send(message)
+    try:
+        async for message in ws:
+            if isinstance(message, bytes):
+                await ws.send(message)
+    except ConnectionClosed:  # the session ended while a frame was on its way back
+        pass
 
 
 async def _serve(host: str, port: int) -> None:

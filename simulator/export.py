@@ -1,0 +1,105 @@
+"""The per-sample log of a run: each sample's result, timing, scores and file paths on one record,
+as JSON lines or CSV (what lm-evaluation-harness's ``--log_samples`` gives per document)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scoring.models.base import emotion_matrix
+from simulator.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO, is_bundle, read_meta
+from simulator.core.emotions import EMOTIONS
+from simulator.core.errors import ConfigError
+from simulator.scoring_run import ScoreCache, cache_path
+from simulator.store import ResultRow, read_results
+
+__all__ = ["FORMATS", "sample_records", "write_records"]
+
+FORMATS = ("jsonl", "csv")
+
+
+def sample_records(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """One record per sample of the run, in sample-id order."""
+    meta, rows = read_results(run_dir)
+    caches = _caches(run_dir)
+    for row in rows:
+        record: dict[str, Any] = {
+            "run_id": meta.get("run_id", run_dir.name),
+            "model": meta.get("model", {}).get("name"),
+            **dataclasses.asdict(row),  # result, timing and validity, whatever the row holds
+            "paths": _paths(run_dir, row),
+            "scores": {name: _scores(cache, row) for name, cache in caches.items()},
+        }
+        yield record
+
+
+def _caches(run_dir: Path) -> dict[str, ScoreCache]:
+    names = sorted(p.stem for p in (run_dir / "scores").glob("*.json"))
+    return {n: ScoreCache(cache_path(run_dir, n), n) for n in names}
+
+
+def _paths(run_dir: Path, row: ResultRow) -> dict[str, str | None]:
+    folder = run_dir / "sessions" / row.sample_id
+    if not is_bundle(folder):
+        return {"bundle": None}
+    files = {"input": INPUT, "output": OUTPUT, "stereo": STEREO, "events": EVENTS, "meta": META}
+    paths: dict[str, str | None] = {"bundle": str(folder)}
+    paths |= {k: str(folder / f) if (folder / f).exists() else None for k, f in files.items()}
+    sample = read_meta(folder).sample
+    paths |= {"context": sample.context, "reference": sample.reference}
+    return paths
+
+
+def _scores(cache: ScoreCache, row: ResultRow) -> dict[str, Any]:
+    """Reply and reference scores by dimension, the reply's top emotion among the 12 and whether
+    it matches the reference emotion (None where there is no reply score)."""
+    out: dict[str, Any] = {}
+    for part in ("reply", "reference"):
+        values = cache.vector(f"{part}/{row.sample_id}")
+        out[part] = None if values is None else dict(zip(cache.dimensions, values, strict=True))
+    top = None
+    if out["reply"] is not None:
+        twelve = emotion_matrix(np.asarray([list(out["reply"].values())]), cache.dimensions)
+        top = EMOTIONS[int(np.argmax(twelve[0]))].name
+    out["reply_top"] = top
+    out["match"] = None if top is None or not row.emotion else top == row.emotion
+    return out
+
+
+def write_records(records: Iterator[dict[str, Any]], fmt: str, out: io.TextIOBase | Any) -> int:
+    """Write ``records`` to ``out`` as ``fmt``; returns how many. CSV flattens nested fields into
+    dotted column names (``scores.prosody.reply.Anger``)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "jsonl":
+        n = 0
+        for record in records:
+            out.write(json.dumps(record, default=str) + "\n")
+            n += 1
+        return n
+    flat = [_flatten(r) for r in records]
+    columns: dict[str, None] = {}
+    for r in flat:
+        columns |= dict.fromkeys(r)
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    return len(flat)
+
+
+def _flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat |= _flatten(value, f"{name}.")
+        else:
+            flat[name] = value
+    return flat
