@@ -6,15 +6,19 @@ the input is the clock while it flows (so a reply's first sample lands exactly w
 put it, however the input is chunked or however fast it is fed), and once no input has arrived
 for ``LAPSE_S`` the wall clock carries the timeline on from the last arrival.
 
-A reply due inside that lapse goes out at its end, up to ``LAPSE_S`` late; a client that streams
-in real time never sees the lapse (its frames arrive every few tens of milliseconds).
+A reply due inside that lapse goes out at its end, up to ``LAPSE_S`` late. The lapse is long
+enough that a client streaming in real time never reaches it, even on a loaded machine whose
+event loop stalls for a few hundred milliseconds; a server that hears silence in place of missing
+input (``FILL_LAPSE_S``) waits longer still, since taking a late client for a stopped one would
+shift its timeline.
 """
 
 from __future__ import annotations
 
-__all__ = ["LAPSE_S", "MediaClock"]
+__all__ = ["FILL_LAPSE_S", "LAPSE_S", "MediaClock"]
 
-LAPSE_S = 0.1  # no input for this long: the wall clock takes over
+LAPSE_S = 0.5  # no input for this long: the wall clock takes over
+FILL_LAPSE_S = 1.0  # the same, for servers that then hear silence for the input not sent
 
 
 class MediaClock:

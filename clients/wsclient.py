@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.http11 import Response
 
 from clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from clients.httperrors import refusal
 from clients.wsconn import KEEPALIVE_TIMEOUT, WsConnection
 from clients.wsopen import connect
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
@@ -69,9 +70,10 @@ class WebSocketClient(DuplexClient):
         key = self.config.api_key
         return {"Authorization": f"Bearer {key}"} if key else None
 
-    @abstractmethod
     def refused(self, response: Response) -> SessionError:
         """The error for an HTTP refusal of the upgrade (auth, rate limit, server error)."""
+        body = bytes(response.body or b"").decode("utf-8", "replace")
+        return refusal(response.status_code, response.headers, body=body)
 
     @abstractmethod
     async def handshake(self, ws: WsConnection) -> None:

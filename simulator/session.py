@@ -227,18 +227,23 @@ class _Session:
 
     def model_s(self) -> float | None:
         """How far the model's own audio has got: a stream that sends its silence is heard
-        out in its own time; for others time passing is their silence (None: now)."""
-        return self.track.stream_end_s if self.caps.continuous_output else None
+        out in its own time (its last speech, and the stream it sent after that, however late
+        it came); for others time passing is their silence (None: now)."""
+        if not self.caps.continuous_output:
+            return None
+        last = self.detector.last_voiced_end_s
+        if last is None:
+            return self.track.stream_end_s
+        return last + self.track.stream_after_s(last)
 
     def tick(self, now_s: float) -> EndReason | None:
         """Advance the detector; the VAD catches up in batches, and always before an ending."""
-        model = self.model_s()
         if (
             self.track.end_samples - self.vad_end >= self.vad_batch
-            or self.detector.pending(now_s, model) is not None
+            or self.detector.pending(now_s, self.model_s()) is not None
         ):
             self.advance_vad()
-        return self.detector.tick(now_s, model)
+        return self.detector.tick(now_s, self.model_s())  # after the VAD: its last speech
 
     async def stream(self) -> None:
         """Frames on the absolute schedule; after each, the events received since, then the

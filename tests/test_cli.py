@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator import __version__
+from tests.conftest import LENIENT_ARGS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -94,6 +95,7 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
         "--reply-timeout",
         "2",
         "--quiet",
+        *LENIENT_ARGS,  # the pipeline is under test, not how loaded this machine is
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -102,8 +104,11 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
     assert echo.split()[1:6] == ["3", "3", "0", "0", "100%"]
     assert silent.split()[1:6] == ["3", "0", "3", "0", "0%"]
     replay = duplexsim("replay", str(tmp_path / "d-echo"))
-    assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert "3/3 sessions agree" in replay.stdout
+    assert "3/3 sessions agree" in replay.stdout, replay.stdout + replay.stderr
+    # a loaded machine may push a session's own sends over budget: replay then says which and
+    # exits 1 (its audit is tested exactly in test_replayaudit)
+    over = "sessions with timing problems" in replay.stdout
+    assert replay.returncode == (1 if over else 0), replay.stdout + replay.stderr
 
 
 def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
@@ -120,6 +125,10 @@ def test_bad_model_and_options_are_clear_errors(tmp_path, make_benchmark):
     assert_clean_error(
         duplexsim("run", "--model", "fake:echo", "--benchmark", bench, "--stall-timeout", "0"),
         "--stall-timeout must be > 0",
+    )
+    assert_clean_error(
+        duplexsim("run", "--model", "fake:echo", "--benchmark", bench, "--timing-budget", "5"),
+        "--timing-budget must be P99_MS/MAX_MS",
     )
     bad = tmp_path / "bad.toml"
     bad.write_text("protocol = [")
@@ -143,8 +152,12 @@ def test_models_list_shows_profiles_without_secrets(monkeypatch):
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    for name in ("gpt-realtime", "gemini-live", "grok-realtime", "moshi-local"):
-        assert name in result.stdout
+    from simulator.profiles import builtin_profiles, load_profile
+
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.strip()}
+    for name, path in builtin_profiles().items():  # every profile, with its protocol
+        assert rows[name][1] == load_profile(path).protocol
+    assert {"azure-realtime", "azure-voice-live", "qwen-omni-realtime"} <= set(rows)
     assert "OPENAI_API_KEY (set)" in result.stdout
     assert "sk-should-not-print" not in result.stdout
 

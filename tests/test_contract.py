@@ -12,32 +12,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.base import ClientConfig, DuplexClient
+from clients.base import ClientConfig
 from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.registry import client_class, client_protocols, fake_server_factory, server_protocols
+from clients.wsclient import WebSocketClient
 from simulator.core.benchmark import load_benchmark
 from simulator.core.retry import RetryPolicy
-from simulator.core.timing import TimingBudget
 from simulator.core.turns import TurnSettings
 from simulator.profiles import ModelProfile
 from simulator.runner import RunOptions, execute_run
 from simulator.session import SessionSettings, run_session
+from tests.conftest import LENIENT
 from tests.test_runner import short_benchmark
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
-# a hung server is found by the transport's pings (WebSocket, HTTP/2); over WebRTC the media
-# stack keeps running around a hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
-PINGED_PROTOCOLS = [
-    p for p in PROTOCOLS if client_class(p).watch_liveness is not DuplexClient.watch_liveness
-]
+# a hung server is found by WebSocket pings; over WebRTC the media stack keeps running around a
+# hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
+WS_PROTOCOLS = [p for p in PROTOCOLS if issubclass(client_class(p), WebSocketClient)]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=1.0,
     deadline_margin_s=3.0,
-    # the contract is the protocol's behaviour: a loaded test machine's late sends must not add
-    # timing retries to the attempts these tests count (timing validity has its own tests)
-    budget=TimingBudget(send_p99_ms=1e3, send_max_ms=1e4, loop_lag_max_ms=1e4, recv_lag_max_ms=1e4),
+    budget=LENIENT,  # retries and replies are under test here, not this machine's pacing
 )
 KEY = "contract-test-key"
 RATE = 16000
@@ -103,7 +100,7 @@ async def test_malformed_server_message_ends_the_session_with_a_reason(protocol)
     assert out.error
 
 
-@pytest.mark.parametrize("protocol", PINGED_PROTOCOLS)
+@pytest.mark.parametrize("protocol", WS_PROTOCOLS)
 async def test_a_server_that_hangs_mid_turn_fails_the_session_as_stalled(protocol):
     # continuous protocols fall silent on the wire; the others stop answering pings: either
     # way a hung server is a retryable failure, not a model that chose not to reply
@@ -194,19 +191,7 @@ async def test_pre_encoded_frames_are_the_messages_send_audio_sends(protocol, mo
         return got
 
     if not issubclass(cls, WebSocketClient):
-        client = cls(ClientConfig(url="ws://127.0.0.1:9"))
-        pre = client.encode_audio(frames)
-        if pre is None:
-            return
-        sent: list[str | bytes] = []
-
-        async def send_encoded(self, message):
-            sent.append(message)
-
-        monkeypatch.setattr(cls, "send_encoded", send_encoded)
-        for row in frames:
-            await client.send_audio(row)
-        assert sent == list(pre)  # send_audio sends what encode_audio made, frame for frame
+        assert cls(ClientConfig(url="ws://127.0.0.1:9")).encode_audio(frames) is None
         return
     encoded = await sent_by(True)
     if encoded is None:
@@ -240,11 +225,12 @@ async def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protoc
 async def test_polled_and_streamed_events_give_the_same_session(protocol, monkeypatch):
     """Draining a client's events once per frame (the session's default where the client can)
     and consuming them in a task of their own give the same reply, timing and bytes."""
-    cls = client_class(protocol)
-    if not cls.pollable:
-        pytest.skip("the client only streams its events")
+    from clients.wsclient import WebSocketClient
+
+    if not issubclass(client_class(protocol), WebSocketClient):
+        pytest.skip("only WebSocket clients are pollable")
     polled = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
-    monkeypatch.setattr(cls, "pollable", False)
+    monkeypatch.setattr(WebSocketClient, "pollable", False)
     streamed = await session(protocol, "delayed-echo", latency_s=0.4, hangover_s=0.25)
     for out in (polled, streamed):
         assert out.status == "ok", out.error

@@ -160,3 +160,20 @@ def test_pcm_ws_model_talks_on_when_the_client_stops_sending(ticks: bool) -> Non
     if ticks:  # one output frame for every frame of the timeline, heard or filled in
         audio = [m for m in sent if isinstance(m, bytes)]
         assert all(len(m) == 640 for m in audio) and len(audio) > len(frames) + 20
+
+
+def test_gemini_audio_stream_end_ends_the_turn_without_more_audio() -> None:
+    """audioStreamEnd (the microphone went off) lets the server hear the end of speech at once:
+    the reply and turnComplete come though not one frame of silence was sent."""
+    server = GeminiServer(behaviour_factory("echo"))
+    setup = gemini_wire.encode_client(gemini_wire.Setup(model="models/gemini-3.8-live"))
+    frames: list[str | bytes] = [setup] + [
+        gemini_wire.encode_client(gemini_wire.AudioIn(float_to_pcm16(c), 16000))
+        for c in chunks(16000, 2.5, 0.0)
+    ]
+    assert not gemini_done(run(server, list(frames), gemini_done, ticks=False))
+    assert server.wake_at() is None  # nothing heard the turn end: nothing will come
+    server = GeminiServer(behaviour_factory("echo"))
+    frames.append(gemini_wire.encode_client(gemini_wire.AudioStreamEnd()))
+    sent = run(server, frames, gemini_done, ticks=True)
+    assert gemini_done(sent)

@@ -25,7 +25,7 @@ from clients.behaviours import behaviour_factory
 from clients.faults import Faults
 from clients.gemini_live import events as wire
 from clients.gemini_live.client import GeminiLiveClient
-from clients.gemini_live.errors import close_error, handshake_error, redact_url
+from clients.gemini_live.errors import close_error, redact_url
 from clients.gemini_live.protocol import (
     PATHS,
     ClientProtocol,
@@ -337,34 +337,6 @@ def test_close_codes_map_to_errors(
     assert isinstance(during, ConnectError) and during.retryable
 
 
-@pytest.mark.parametrize(
-    ("status", "headers", "body", "kind", "retryable"),
-    [
-        (401, {}, b"", ConnectError, False),
-        (403, {}, b"", ConnectError, False),
-        (
-            400,
-            {},
-            b'{"error":{"status":"INVALID_ARGUMENT","reason":"API_KEY_INVALID"}}',
-            ConnectError,
-            False,
-        ),
-        (404, {}, b"", ConnectError, False),
-        (429, {"Retry-After": "3"}, b"", RateLimited, True),
-        (503, {}, b"", ConnectError, True),
-    ],
-)
-def test_handshake_statuses_map_to_errors(
-    status: int, headers: dict[str, str], body: bytes, kind: type, retryable: bool
-) -> None:
-    error = handshake_error(status, headers, body)
-    assert type(error) is kind and error.retryable is retryable and str(status) in str(error)
-    if status in (401, 403, 400):
-        assert error.reason == "auth"
-    if status == 429:
-        assert isinstance(error, RateLimited) and error.retry_after_s == 3.0
-
-
 def test_the_key_is_redacted_from_urls_and_server_text() -> None:
     assert redact_url(f"wss://h/ws/x?key={KEY}&alt=1") == "wss://h/ws/x?key=***&alt=1"
     error = ready_client().close_error(1011, f"trace: {KEY}")
@@ -431,6 +403,12 @@ def kinds(parts: list[tuple[int, Any]]) -> list[str]:
             None,
         ),
         (f"/ws/{SERVICE.format('v2', 'BidiGenerateContent')}", {}, None, "not found"),
+        (
+            f"/ws/{SERVICE.format('v1alpha', 'BidiGenerateContentConstrained')}?access_token={KEY}",
+            {},
+            KEY,
+            None,
+        ),
     ],
 )
 def test_server_checks_path_and_key(

@@ -404,3 +404,15 @@ def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None
         got += types_of(sent(server.tick(at)))
     assert got[:3] == ["user_message", "assistant_message", "audio_output"]
     assert got[-2:] == ["assistant_prosody", "assistant_end"]
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+async def test_the_fake_refuses_a_missing_or_wrong_key_as_hume_does(key) -> None:
+    server = await start_server(behaviour_factory("echo"), api_key=KEY)
+    try:
+        client = HumeEviClient(ClientConfig(url=server.url, api_key=key, connect_timeout_s=5.0))
+        out = await run_session(client, context(), SETTINGS)
+    finally:
+        await server.aclose()
+    assert (out.status, out.end_reason, out.retryable) == ("failed", "auth", False)
+    assert "401" in out.error and "wrong-key" not in out.error

@@ -258,7 +258,8 @@ def test_failed_and_unscored_samples_are_excluded_but_counted() -> None:
     assert m.failed_ids == ("f1", "f2")
     assert m.excluded_ids == ("u1",)
     same = {k: v for k, v in m.to_dict().items() if k not in ("n_failed", "n_excluded")}
-    same |= {"failed_ids": [], "excluded_ids": []}
+    same |= {"failed_ids": [], "excluded_ids": [], "out_of_n": {}}
+    assert m.out_of_n == {"failed": ("f1", "f2"), "unscored": ("u1",)}
     assert same == {k: v for k, v in base.to_dict().items() if k not in ("n_failed", "n_excluded")}
 
 

@@ -432,7 +432,7 @@ async def test_the_aws_sdk_talks_to_the_fake(tmp_path) -> None:
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     server = await start_server(
-        behaviour_factory("echo", hangover_s=0.3), tls=tls, secret="sdk-secret"
+        behaviour_factory("echo", hangover_s=0.3), ssl_context=tls, secret="sdk-secret"
     )
     script = Path(__file__).with_name("nova_sdk_client.py")
     try:
@@ -459,7 +459,9 @@ async def test_our_client_speaks_http2_over_tls_with_alpn(tmp_path, monkeypatch)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     server = await start_server(
-        behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25), tls=tls, secret=SECRET
+        behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25),
+        ssl_context=tls,
+        secret=SECRET,
     )
     try:
         url = server.url.replace("127.0.0.1", "localhost")

@@ -26,17 +26,14 @@ from clients.faults import Faults
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.client import OpenAIRealtimeClient
 from clients.openai_realtime.config import RealtimeOptions
+from clients.openai_realtime.dialects import DIALECTS, OPENAI, XAI, Dialect
 from clients.openai_realtime.fake_response import BURST_S, SPEEDUP
-from clients.openai_realtime.protocol import (
-    ClientProtocol,
-    classify_error,
-    endpoint_url,
-    handshake_error,
-)
+from clients.openai_realtime.protocol import ClientProtocol, classify_error, endpoint_url
 from clients.openai_realtime.server import start_server
 from clients.openai_realtime.server_protocol import Close, Send, ServerProtocol, Stall
+from clients.registry import client_class
 from clients.serveractions import expand
-from simulator.core.audio import frame_signal
+from simulator.core.audio import float_to_pcm16, frame_signal
 from simulator.core.errors import (
     ConfigError,
     ConnectError,
@@ -55,8 +52,8 @@ FRAME = 480  # 20 ms at 24 kHz
 KEY = "sk-fake-SECRET-4242"
 
 
-def options(**opts: Any) -> RealtimeOptions:
-    return RealtimeOptions.from_options(opts, opts.pop("voice", None))
+def options(dialect: Dialect = OPENAI, **opts: Any) -> RealtimeOptions:
+    return RealtimeOptions.from_options(opts, opts.pop("voice", None), dialect)
 
 
 def ready_protocol(**opts: Any) -> ClientProtocol:
@@ -103,7 +100,7 @@ def test_session_update_has_the_ga_shape() -> None:
 
 
 def test_xai_session_shape_puts_voice_and_turn_detection_on_top() -> None:
-    session = options(session_shape="xai", voice="eve", sample_rate=16000).session()
+    session = options(XAI, voice="eve", sample_rate=16000).session()
     fmt = {"type": "audio/pcm", "rate": 16000}
     assert session == {
         "voice": "eve",
@@ -117,15 +114,15 @@ def test_xai_session_shape_puts_voice_and_turn_detection_on_top() -> None:
     [
         ({"turn_detection": "semantic"}, "turn_detection must be one of"),
         ({"turn_detecton": "none"}, "unknown option"),
-        ({"session_shape": "grok"}, "session_shape"),
+        ({"session_shape": "xai"}, "unknown option"),
         ({"sample_rate": 16000}, "sample_rate 16000"),
-        ({"session_shape": "xai", "turn_detection": "semantic_vad"}, "server_vad, none"),
+        ({"turn_detection": "semantic_vad", "dialect": XAI}, "server_vad, none"),
         ({"session": "x"}, "must be a table"),
     ],
 )
 def test_bad_options_are_config_errors(opts: dict[str, Any], complaint: str) -> None:
     with pytest.raises(ConfigError, match=complaint):
-        RealtimeOptions.from_options(opts, None)
+        RealtimeOptions.from_options(opts, None, opts.pop("dialect", OPENAI))
 
 
 def test_capabilities_follow_turn_detection() -> None:
@@ -320,28 +317,6 @@ def test_commit_is_sent_only_when_turn_detection_is_off() -> None:
     assert append == {"type": "input_audio_buffer.append", "audio": b64([16384] * 4)}
 
 
-@pytest.mark.parametrize(
-    ("status", "headers", "kind", "retryable"),
-    [
-        (401, {}, ConnectError, False),
-        (403, {}, ConnectError, False),
-        (400, {}, ConnectError, False),
-        (404, {}, ConnectError, False),
-        (429, {"Retry-After": "2.5"}, RateLimited, True),
-        (500, {}, ConnectError, True),
-        (503, {}, ConnectError, True),
-    ],
-)
-def test_handshake_statuses_map_to_errors(
-    status: int, headers: dict[str, str], kind: type, retryable: bool
-) -> None:
-    error = handshake_error(status, headers)
-    assert type(error) is kind and error.retryable is retryable and str(status) in str(error)
-    assert (error.reason == "auth") is (status in (401, 403))
-    if status == 429:
-        assert isinstance(error, RateLimited) and error.retry_after_s == 2.5
-
-
 # --- fake server protocol ----------------------------------------------------------------------
 
 
@@ -350,9 +325,10 @@ def texts(actions: list[Any]) -> list[dict[str, Any]]:
 
 
 def fake(
-    name: str = "echo", *, faults: Faults | None = None, **kw: Any
+    name: str = "echo", *, faults: Faults | None = None, dialect: str = "openai", **kw: Any
 ) -> tuple[ServerProtocol, list[dict[str, Any]]]:
-    server = ServerProtocol(behaviour_factory(name, **kw.pop("params", {})), faults, **kw)
+    factory = behaviour_factory(name, **kw.pop("params", {}))
+    server = ServerProtocol(factory, faults, dialect=DIALECTS[dialect], **kw)
     return server, texts(server.opening())
 
 
@@ -376,7 +352,7 @@ def test_fake_accepts_what_the_client_sends() -> None:
         server, _ = fake()
         assert update(server, options(voice="cedar", **opts).session())["type"] == "session.updated"
     server, _ = fake(dialect="xai")
-    xai = options(session_shape="xai", voice="eve", turn_detection="none").session()
+    xai = options(XAI, voice="eve", turn_detection="none").session()
     assert update(server, xai)["session"]["turn_detection"] is None
 
 
@@ -559,7 +535,8 @@ async def session(
             options=opts or {},
             connect_timeout_s=2.0,
         )
-        out = await run_session(OpenAIRealtimeClient(cfg), context(), SETTINGS)
+        client = client_class(DIALECTS[dialect].protocol)(cfg)
+        out = await run_session(client, context(), SETTINGS)
     finally:
         await server.aclose()
     assert KEY not in json.dumps(out.events) and KEY not in (out.error or "")
@@ -602,7 +579,7 @@ async def test_manual_turns_commit_and_ask_for_the_response() -> None:
 
 
 async def test_xai_dialect_with_the_xai_session_shape() -> None:
-    out = await session("echo", dialect="xai", opts={"session_shape": "xai"})
+    out = await session("echo", dialect="xai")
     assert out.status == "ok" and out.end_reason == "end-of-turn", out.error
 
 
@@ -715,3 +692,30 @@ def test_user_speech_interrupts_a_response_being_generated() -> None:
     later = feed(server, np.zeros(RATE, np.float32))
     assert [m["type"] for _, m in later].count("response.created") == 1
     assert server.responses == 2
+
+
+def test_fake_truncates_only_audio_it_generated() -> None:
+    """conversation.item.truncate: within the item's generated audio it is acknowledged; past it,
+    or for an item that does not exist, it is an error naming the parameter."""
+    server = ServerProtocol(behaviour_factory("echo"))
+    server.opening()
+    x = np.concatenate([voiced_signal(1.5, 24000), np.zeros(24000, np.float32)])
+    for i in range(0, x.size, 480):
+        server.receive(event("input_audio_buffer.append", audio=b64_pcm(x[i : i + 480])))
+    assert server.responses == 1
+
+    def truncate(item: str, end_ms: int) -> dict[str, Any]:
+        fields = {"item_id": item, "content_index": 0, "audio_end_ms": end_ms}
+        [sent] = [a for a in expand(server.receive(event("conversation.item.truncate", **fields)))]
+        assert isinstance(sent, Send)
+        return json.loads(sent.message)
+
+    assert truncate("item_resp_1", 500)["type"] == "conversation.item.truncated"
+    past = truncate("item_resp_1", 60_000)
+    assert past["type"] == "error" and past["error"]["param"] == "audio_end_ms"
+    missing = truncate("item_nope", 0)
+    assert missing["type"] == "error" and missing["error"]["param"] == "item_id"
+
+
+def b64_pcm(samples: np.ndarray) -> str:
+    return base64.b64encode(float_to_pcm16(samples)).decode()

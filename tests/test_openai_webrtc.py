@@ -651,8 +651,9 @@ async def test_media_faults_end_the_session(faults: Faults, reason: str, text: s
 async def test_fake_call_hears_silence_on_the_wall_clock_when_the_client_track_stops() -> None:
     """A client track that stops sending (muted, or done talking) does not freeze the model: each
     lapse without a frame is heard as that much silence, so a reply plays on to its end."""
-    from clients.mediaclock import LAPSE_S
     from clients.openai_webrtc.server import _Call, _FakeServer
+
+    lapse_s = 0.1
 
     class Stops(MediaStreamTrack):
         kind = "audio"
@@ -673,15 +674,16 @@ async def test_fake_call_hears_silence_on_the_wall_clock_when_the_client_track_s
 
     server = _FakeServer(behaviour_factory("echo"), Faults(), None, 24000, "127.0.0.1")
     call = _Call(server, "rtc_test", None)
+    call.lapse_s = lapse_s
     heard: list[int] = []
     receive = call.protocol.receive_audio
     call.protocol.receive_audio = lambda x: heard.append(len(x)) or receive(x)  # type: ignore[method-assign]
     task = asyncio.create_task(call._listen(Stops(3)))
     try:
-        await asyncio.sleep(3.5 * LAPSE_S)
+        await asyncio.sleep(3.5 * lapse_s)
     finally:
         task.cancel()
         await call.close()
     assert heard[:3] == [480, 480, 480]  # the client's three 20 ms frames, at 24 kHz
-    assert heard[3:] and all(n == round(LAPSE_S * 24000) for n in heard[3:])
+    assert heard[3:] and all(n == round(lapse_s * 24000) for n in heard[3:])
     assert 2 <= len(heard[3:]) <= 4

@@ -34,7 +34,6 @@ from clients.pcm_ws.protocol import (
     Send,
     ServerProtocol,
     Stall,
-    handshake_error,
 )
 from clients.pcm_ws.server import start_server
 from clients.registry import client_class, fake_server_factory
@@ -180,28 +179,6 @@ def test_error_instead_of_ack_is_a_remote_error() -> None:
     text = wire.encode(wire.Error("auth", "bad key", retryable=False))
     with pytest.raises(RemoteError, match="bad key"):
         ClientProtocol(RATE).receive_hello_ack(text)
-
-
-@pytest.mark.parametrize(
-    ("status", "headers", "kind", "retryable"),
-    [
-        (401, {}, ConnectError, False),
-        (403, {}, ConnectError, False),
-        (404, {}, ConnectError, False),
-        (429, {"Retry-After": "2.5"}, RateLimited, True),
-        (500, {}, ConnectError, True),
-        (503, {}, ConnectError, True),
-    ],
-)
-def test_handshake_statuses_map_to_errors(
-    status: int, headers: dict[str, str], kind: type, retryable: bool
-) -> None:
-    error = handshake_error(status, headers)
-    assert type(error) is kind and error.retryable is retryable and str(status) in str(error)
-    if status in (401, 403):
-        assert error.reason == "auth"
-    if status == 429:
-        assert isinstance(error, RateLimited) and error.retry_after_s == 2.5
 
 
 def server_after_hello(faults: Faults | None = None, name: str = "echo") -> ServerProtocol:

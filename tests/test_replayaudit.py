@@ -28,7 +28,7 @@ def bundle(tmp_path: Path, late_ms: float, onset_s: float | None) -> tuple[Path,
         events.append({"t": t, "dir": "send", "kind": "audio", "n": n, "due": n * 0.02, "woke": t})
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     meta = BundleMeta(
-        sample=SampleRef("s0", context="c.wav", reference="r.wav", context_turn_start_s=0.0),
+        sample=SampleRef("s0", context_turn_start_s=0.0),
         run_id="r",
         model={},
         settings={"vad": {}, "budget": {"send_p99_ms": 5.0, "send_max_ms": 20.0}},

@@ -184,6 +184,31 @@ async def test_openai_sdk_creates_a_webrtc_call_with_the_fake() -> None:
             await client.close()
 
 
+async def test_google_genai_live_client_ends_its_turn_with_audio_stream_end(tmp_path: Path) -> None:
+    """Speech, then ``audio_stream_end=True`` instead of silence (the microphone went off)."""
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    from clients.gemini_live.server import start_server
+
+    server_tls, client_tls = self_signed_tls(tmp_path)
+    fake = start_server(behaviour_factory("echo"), ssl_context=server_tls)
+    async with await fake as server:
+        options = types.HttpOptions(
+            base_url=f"https://127.0.0.1:{server.port}", async_client_args={"ssl": client_tls}
+        )
+        client = genai.Client(api_key="test-key", http_options=options)
+        config = types.LiveConnectConfig(response_modalities=[types.Modality.AUDIO])
+        async with client.aio.live.connect(model="gemini-3.8-live", config=config) as session:
+            speech = float_to_pcm16(voiced_signal(SPEECH_S, 16000))
+            for i in range(0, len(speech), 640):
+                blob = types.Blob(data=speech[i : i + 640], mime_type="audio/pcm;rate=16000")
+                await session.send_realtime_input(audio=blob)
+            await session.send_realtime_input(audio_stream_end=True)
+            audio, finished = await _genai_turn(session)
+    assert finished and audio >= 2 * round((SPEECH_S - 0.1) * 24000)
+
+
 async def test_google_genai_live_client_against_serve_model_over_tls(tmp_path: Path) -> None:
     """What a user does: ``serve-model --protocol gemini-live --tls-cert ... --tls-key ...`` and
     the SDK pointed at it (its live client speaks wss:// only)."""

@@ -161,3 +161,40 @@ def test_the_summary_agrees_with_the_rows_for_a_noise_only_model(tmp_path: Path)
     assert [r.end_reason for r in rows] == ["no-reply"] * 3
     assert (summary.replied, summary.no_reply, summary.reply_rate) == (0, 3, 0.0)
     assert summary.latency_p50_ms is None and summary.overlapped == 0
+
+
+def opus_noise(level_dbfs: float):
+    """Noise through a continuous Ogg/Opus stream (encoder and decoder kept across chunks), as a
+    Moshi server sends its idle output; the decoder's output per chunk varies in size."""
+    codec = pytest.importorskip("clients.moshi.codec")
+    encoder, decoder = codec.OggOpusEncoder(RATE, 320), codec.OggOpusDecoder(RATE)
+    add = noise(level_dbfs)
+
+    def coded(audio: np.ndarray) -> np.ndarray:
+        return decoder.decode(encoder.encode(add(audio)))
+
+    return coded
+
+
+def test_opus_coded_low_noise_has_no_reply_and_the_summary_agrees(tmp_path: Path) -> None:
+    silent = behaviour_factory("silent")(RATE)
+    outs = [
+        session(ScriptedClient(silent, transform=opus_noise(level))) for level in (-39.0, -45.0)
+    ]
+    rows = [outcome_row(f"s{i}", "en", "", o, 1, tmp_path, tmp_path) for i, o in enumerate(outs)]
+    assert [(r.status, r.end_reason) for r in rows] == [("no-reply", "no-reply")] * 2
+    assert sum(o.output.any() for o in outs) == 2  # the noise was there, heard as no reply
+    summary = summarise_rows("opus", rows)
+    assert (summary.replied, summary.no_reply, summary.latency_n) == (0, 2, 0)
+
+
+def test_a_stream_that_resumes_in_real_time_after_a_stall_is_not_cut() -> None:
+    # from 1.9 s on every chunk comes 2.5 s late, one per frame as the model makes them: the
+    # first one after the stall is alone when the session looks, and is not yet speech
+    on_time = session(echo(0.5, end_of_turn=False))
+    behind = session(echo(0.5, end_of_turn=False, delay=lambda k: 2.5 if k >= 95 else 0.0))
+    assert on_time.timing is not None and behind.timing is not None
+    assert behind.status == "ok" and behind.end_reason == "vad-hangover"
+    assert behind.timing.onset_s == pytest.approx(on_time.timing.onset_s, abs=SAMPLE)
+    # the whole reply, with the stall inside it as the listener heard it
+    assert behind.timing.duration_s == pytest.approx(on_time.timing.duration_s + 2.5, abs=0.01)

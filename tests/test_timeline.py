@@ -206,3 +206,16 @@ def test_sorted_percentile_is_numpys_linear_percentile_exactly(n: int) -> None:
     values = np.sort(rng.exponential(0.4, n) * rng.choice([-1.0, 1.0], n))
     for q in (0, 1, 25, 50, 90, 99, 99.9, 100):
         assert sorted_percentile(values, q) == float(np.percentile(values, q))
+
+
+def test_the_stream_after_a_position_counts_the_models_audio_not_the_gaps() -> None:
+    from simulator.core.timeline import OutputTrack
+
+    track = OutputTrack(1000, bridge_s=0.01)
+    speech = np.full(20, 0.5, np.float32)
+    track.place(speech, 0.0)  # [0, 20)
+    track.place(speech, 0.5)  # 480 late: a gap, placed at its arrival [500, 520)
+    track.place(np.zeros(30, np.float32), 0.52)  # silence the model sent after it
+    assert track.stream_after_s(0.010) == pytest.approx(0.060)  # 10 + 20 + 30 samples
+    assert track.stream_after_s(0.510) == pytest.approx(0.040)
+    assert track.stream_end_s == pytest.approx(0.550)  # the audible end and silence since

@@ -16,15 +16,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.freeze_omni.events import INPUT_RATE, OUTPUT_RATE
 from clients.freeze_omni.protocol import ClientProtocol
-from clients.pcm_ws.protocol import handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
 from clients.wsconn import WsConnection
-from simulator.core.errors import ConfigError, ConnectError, Disconnected, SessionError
+from simulator.core.errors import ConfigError, ConnectError, Disconnected
 
 __all__ = ["FreezeOmniClient", "socketio_url"]
 
@@ -74,9 +72,6 @@ class FreezeOmniClient(WebSocketClient):
 
     def endpoint(self) -> str:
         return socketio_url(self.config.url)
-
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers)
 
     async def handshake(self, ws: WsConnection) -> None:
         try:

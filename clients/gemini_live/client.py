@@ -12,10 +12,9 @@ from typing import Any
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.gemini_live.errors import handshake_error, redact_url
+from clients.gemini_live.errors import redact_url
 from clients.gemini_live.protocol import INPUT_RATE, OUTPUT_RATE, ClientProtocol, setup_from_options
 from clients.wsclient import WebSocketClient
 from clients.wsconn import WsConnection
@@ -58,9 +57,6 @@ class GeminiLiveClient(WebSocketClient):
     def auth_headers(self) -> dict[str, str] | None:
         key = self.config.api_key  # the header the official SDK uses: never in the URL
         return {"x-goog-api-key": key} if key else None
-
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers, bytes(response.body))
 
     async def handshake(self, ws: WsConnection) -> None:
         setup = self._proto.setup_message()

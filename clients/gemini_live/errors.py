@@ -10,9 +10,7 @@ Every text here may come from the server: callers blank the API key out of it fi
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-
+from clients.httperrors import retry_in
 from simulator.core.errors import (
     ConnectError,
     Disconnected,
@@ -23,7 +21,7 @@ from simulator.core.errors import (
 )
 from simulator.core.redact import redact
 
-__all__ = ["api_error", "close_error", "close_text", "handshake_error", "redact_url"]
+__all__ = ["api_error", "close_error", "close_text", "redact_url"]
 
 _AUTH_WORDS = (
     "api key",
@@ -33,7 +31,6 @@ _AUTH_WORDS = (
     "permission",
     "credential",
 )
-_RETRY_IN = re.compile(r"retry in\s+([0-9]+(?:\.[0-9]+)?)\s*s", re.IGNORECASE)
 
 
 def close_error(
@@ -43,7 +40,7 @@ def close_error(
     text = close_text(code, reason)
     lowered = reason.lower()
     if "resource_exhausted" in lowered or "quota" in lowered:
-        return RateLimited(f"server closed the connection: {text}", retry_after_s=_retry_in(reason))
+        return RateLimited(f"server closed the connection: {text}", retry_after_s=retry_in(reason))
     if code == 1000:
         return None
     if code == 1008:
@@ -69,27 +66,13 @@ def api_error(code: int | None, status: str, message: str) -> SessionError:
     said = " ".join(str(x) for x in (code, status) if x)
     text = f"server error {said or '(no code)'}: {message}"
     if status == "RESOURCE_EXHAUSTED" or code == 429:
-        return RateLimited(text, retry_after_s=_retry_in(message))
+        return RateLimited(text, retry_after_s=retry_in(message))
     if status in ("UNAUTHENTICATED", "PERMISSION_DENIED") or code in (401, 403):
         return RemoteError(f"{text} (check the API key)", retryable=False, reason="auth")
     retryable = status in ("UNAVAILABLE", "INTERNAL", "ABORTED", "DEADLINE_EXCEEDED") or (
         code is not None and code >= 500
     )
     return RemoteError(text, retryable=retryable)
-
-
-def handshake_error(status: int, headers: Mapping[str, str], body: bytes = b"") -> SessionError:
-    """The error for an HTTP status that refused the WebSocket upgrade."""
-    text = f"server refused the WebSocket handshake: HTTP {status}"
-    said = body.decode("utf-8", "replace").lower()
-    if status in (401, 403) or (status == 400 and ("api key" in said or "api_key" in said)):
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429 or "resource_exhausted" in said:
-        after = _number(headers.get("Retry-After"))
-        return RateLimited(text, retry_after_s=after if after is not None else _retry_in(said))
-    if status == 404:
-        return ConnectError(f"{text} (check the URL)", retryable=False)
-    return ConnectError(text, retryable=status >= 500 or status == 408)
 
 
 def redact_url(url: str, secret: str | None = None) -> str:
@@ -101,16 +84,3 @@ def close_text(code: int | None, reason: str) -> str:
     if code is None:
         return "no close frame (connection lost)"
     return f"code {code}" + (f" ({reason})" if reason else "")
-
-
-def _retry_in(text: str) -> float | None:
-    match = _RETRY_IN.search(text)
-    return float(match.group(1)) if match else None
-
-
-def _number(value: str | None) -> float | None:
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None

@@ -284,9 +284,11 @@ class ServerProtocol:
             return self._end(1008, f"Method not found: {url.path[:60]}")
         if self._api_key is None:
             return []
-        key = (
+        query = parse_qs(url.query)
+        key = (  # an ephemeral token comes as access_token= or Authorization: Token
             headers.get("x-goog-api-key")
-            or parse_qs(url.query).get("key", [""])[0]
+            or query.get("key", [""])[0]
+            or query.get("access_token", [""])[0]
             or _token(headers.get("Authorization", ""))
         )
         if not key:
@@ -337,11 +339,19 @@ class ServerProtocol:
                 return []
             case wire.Setup():
                 raise ProtocolError("setup was already sent")
-        return []  # audioStreamEnd, clientContent: nothing to do for a reference behaviour
+            case wire.AudioStreamEnd() if auto and self._behaviour is not None:
+                # the microphone went off: the server's detection hears the end of speech now
+                # (silence as long as the turn-end hangover, supplied at once)
+                gap = round((self._behaviour.hangover_s + 0.03) * INPUT_RATE)
+                return self._audio(np.zeros(gap, np.float32), filled=True)
+        return []  # clientContent: nothing to do for a reference behaviour
 
-    def _audio(self, samples: NDArray[np.float32]) -> list[Action]:
+    def _audio(self, samples: NDArray[np.float32], filled: bool = False) -> list[Action]:
         assert self._behaviour is not None and self._setup is not None
-        c0 = self._clock.heard(samples.size, self._now)
+        if filled:
+            c0 = self._clock.filled(samples.size)
+        else:
+            c0 = self._clock.heard(samples.size, self._now)
         faulted = self._media_faults()
         if faulted:
             return faulted

@@ -13,15 +13,13 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
 from clients.hume_evi import events as wire
 from clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
-from clients.pcm_ws.protocol import handshake_error
 from clients.wsclient import WebSocketClient, close_text, message_size
 from clients.wsconn import WsConnection
-from simulator.core.errors import ConfigError, ConnectError, Disconnected, SessionError
+from simulator.core.errors import ConfigError, ConnectError, Disconnected
 
 __all__ = ["DEFAULT_URL", "HumeEviClient"]
 
@@ -88,9 +86,6 @@ class HumeEviClient(WebSocketClient):
     def auth_headers(self) -> dict[str, str] | None:
         key = self.config.api_key
         return {"X-Hume-Api-Key": key} if key else None
-
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers)
 
     async def handshake(self, ws: WsConnection) -> None:
         try:

@@ -1,18 +1,24 @@
 """The EVI fake server: a thin asyncio shell that moves frames to and from ServerProtocol.
 
 It listens at ``/v0/evi/chat``, so the ``hume`` SDK connects to it when its environment's
-``evi`` URL points here (``ws://127.0.0.1:PORT/v0/evi``). It does not check the key: a refused
-key is an HTTP 401 at the upgrade, which the ``refuse_status`` fault gives.
+``evi`` URL points here (``ws://127.0.0.1:PORT/v0/evi``). A handshake without a key (the
+``X-Hume-Api-Key`` header, or ``api_key`` / ``access_token`` in the query; any key when the fake
+is given none, that one otherwise) is refused with HTTP 401, which the SDK reports as
+"Websocket initialized with invalid credentials".
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
+import ssl
 import time
 from collections.abc import Callable
+from urllib.parse import parse_qs, urlsplit
 
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
 from clients.fakeserver import (
@@ -35,9 +41,25 @@ async def start_server(
     host: str = "127.0.0.1",
     port: int = 0,
     faults: Faults | None = None,
+    api_key: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
-    """Serve EVI's chat; each connection gets a behaviour at the rate its settings name."""
+    """Serve EVI's chat; each connection gets a behaviour at the rate its settings name.
+    ``ssl_context`` serves wss://."""
     faults = faults or Faults()
+
+    def check(connection: WsConnection, request: Request) -> Response | None:
+        query = parse_qs(urlsplit(request.path).query)
+        given = (
+            request.headers.get("X-Hume-Api-Key")
+            or query.get("api_key", [""])[0]
+            or query.get("access_token", [""])[0]
+        )
+        if given and (api_key is None or given == api_key):
+            return None
+        body = json.dumps({"message": "Websocket initialized with invalid credentials."})
+        return connection.respond(401, body + "\n")  # never echo what was sent
+
     ids = itertools.count(1)
 
     async def handler(ws: WsConnection) -> None:
@@ -57,4 +79,7 @@ async def start_server(
         finally:
             outbox.cancel()
 
-    return await serve_websockets(handler, host=host, port=port, faults=faults, path=PATH)
+    return await serve_websockets(
+        handler, host=host, port=port, faults=faults, path=PATH, check=check,
+        ssl_context=ssl_context,
+    )  # fmt: skip

@@ -22,14 +22,13 @@ from typing import Any
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent
 from clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
-from clients.moshi.protocol import ClientProtocol, chat_url, handshake_error, query_params
+from clients.moshi.protocol import ClientProtocol, chat_url, query_params
 from clients.wsclient import WebSocketClient, close_text, message_size
 from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, SessionError
+from simulator.core.errors import ConnectError, Disconnected
 
 __all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
 
@@ -66,9 +65,6 @@ class MoshiClient(WebSocketClient):
     def auth_headers(self) -> dict[str, str] | None:
         key = self.config.api_key  # kyutai's moshi-server checks its own header
         return {"kyutai-api-key": key, "Authorization": f"Bearer {key}"} if key else None
-
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers)
 
     async def handshake(self, ws: WsConnection) -> None:
         # PersonaPlex runs its system prompts first (seconds) and reads client messages while it

@@ -33,7 +33,7 @@ from clients.moshi.codec import (
     OggOpusEncoder,
     split_pages,
 )
-from clients.pcm_ws.protocol import Action, Close, Send, Stall, handshake_error
+from clients.pcm_ws.protocol import Action, Close, Send, Stall
 from simulator.core.errors import ConfigError, ProtocolError, RemoteError
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "ServerProtocol",
     "Stall",
     "chat_url",
-    "handshake_error",
     "query_params",
 ]
 

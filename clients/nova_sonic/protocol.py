@@ -28,12 +28,12 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
+from clients.httperrors import refusal, retry_after
 from clients.nova_sonic import events as wire
 from clients.nova_sonic.eventstream import MessageReader
 from simulator.core import safejson
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 from simulator.core.errors import (
-    ConnectError,
     ProtocolError,
     RateLimited,
     RemoteError,
@@ -188,24 +188,20 @@ def stream_error(kind: str, message: str) -> SessionError:
 
 
 def http_error(status: int, headers: Mapping[str, str], body: bytes) -> SessionError:
-    """The error for a refused request (before any event): status, x-amzn-ErrorType, message."""
+    """The error for a refused request (before any event): the shared mapping of statuses, with
+    Bedrock's error name (x-amzn-ErrorType) and message quoted; a throttle is one whatever
+    status carried it. SigV4 puts no secret in a response, so the body may be quoted."""
     kind = headers.get("x-amzn-errortype", "").split(":")[0]
     said = body[:300].decode("utf-8", "replace")
-    text = f"Bedrock refused the stream: HTTP {status} {kind}".rstrip() + (
-        f": {said}" if said else ""
+    detail = (f" {kind}" if kind else "") + (f": {said}" if said else "")
+    if kind in ("ThrottlingException", "ServiceQuotaExceededException"):
+        text = f"server refused the Bedrock stream: HTTP {status}{detail}"
+        return RateLimited(text, retry_after_s=retry_after(headers.get("retry-after")))
+    return refusal(
+        status,
+        headers,
+        what="the Bedrock stream",
+        body=said,
+        detail=detail,
+        credential="the AWS credentials",
     )
-    if status in (401, 403):
-        return ConnectError(f"{text} (check the AWS credentials)", retryable=False, reason="auth")
-    if status == 429 or kind in ("ThrottlingException", "ServiceQuotaExceededException"):
-        return RateLimited(text, retry_after_s=_seconds(headers.get("retry-after")))
-    if status in (400, 404):
-        return ConnectError(f"{text} (check the model id and region)", retryable=False)
-    return ConnectError(text, retryable=status >= 500 or status == 408)
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None

@@ -55,22 +55,23 @@ async def start_server(
     port: int = 0,
     faults: Faults | None = None,
     secret: str | None = None,
-    tls: ssl.SSLContext | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Serve the bidirectional stream; ``secret``: the secret access key every signature is
-    checked against (None checks only that requests are signed). ``tls``: serve HTTP/2 over TLS
+    checked against (None checks only that requests are signed). ``ssl_context``: serve HTTP/2
+    over TLS
     (ALPN ``h2``, as Bedrock does; the AWS SDK's own client takes nothing else) instead of
     cleartext with prior knowledge."""
     faults = faults or Faults()
     ids = itertools.count(1)
     loop = asyncio.get_running_loop()
-    if tls is not None:
-        tls.set_alpn_protocols(["h2"])
+    if ssl_context is not None:
+        ssl_context.set_alpn_protocols(["h2"])
     server = await loop.create_server(
         lambda: _Connection(behaviour_factory, faults, secret, f"session-{next(ids)}").peer,
         host,
         port,
-        ssl=tls,
+        ssl=ssl_context,
     )
     bound = server.sockets[0].getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -79,7 +80,7 @@ async def start_server(
         server.close()
         await server.wait_closed()
 
-    scheme = "https" if tls is not None else "http"
+    scheme = "https" if ssl_context is not None else "http"
     return RunningServer(host, int(bound), f"{scheme}://{shown}:{bound}", close)
 
 

@@ -1,24 +1,34 @@
 """OpenAIRealtimeClient: the asyncio shell around ClientProtocol. It moves frames and stamps
-arrivals; the API key goes in the Authorization header and nowhere else."""
+arrivals; the API key goes in the dialect's auth header and nowhere else.
+
+One class per dialect, each only naming its dialect (``dialects``): the registry maps protocol
+names to them, and the session sees nothing but their capabilities."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from clients.openai_realtime import dialects
 from clients.openai_realtime import events as wire
 from clients.openai_realtime.config import RealtimeOptions
-from clients.openai_realtime.protocol import ClientProtocol, endpoint_url, handshake_error
+from clients.openai_realtime.protocol import ClientProtocol, endpoint_url
 from clients.wsclient import WebSocketClient, close_text, message_size
 from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError
 
-__all__ = ["OpenAIRealtimeClient"]
+__all__ = [
+    "AzurePreviewRealtimeClient",
+    "AzureRealtimeClient",
+    "AzureVoiceLiveClient",
+    "OpenAIRealtimeClient",
+    "QwenOmniRealtimeClient",
+    "XaiRealtimeClient",
+]
 
 FRAME_MS = 20  # 960 bytes of PCM, 1.3 kB of JSON: small chunks keep server VAD responsive
 
@@ -26,19 +36,19 @@ FRAME_MS = 20  # 960 bytes of PCM, 1.3 kB of JSON: small chunks keep server VAD 
 class OpenAIRealtimeClient(WebSocketClient):
     max_message = 2**24  # a session.updated with tools can be large
     protocol = "openai-realtime"
+    dialect: ClassVar[dialects.Dialect] = dialects.OPENAI
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
-        self.options = RealtimeOptions.from_options(config.options, config.voice)
+        self.options = RealtimeOptions.from_options(config.options, config.voice, self.dialect)
         secrets = (config.api_key,) if config.api_key else ()
         self._proto = ClientProtocol(self.options, secrets=secrets)
 
     @property
     def capabilities(self) -> Capabilities:
-        rate = self.options.sample_rate
         return Capabilities(
-            input_rate=rate,
-            output_rate=rate,
+            input_rate=self.options.sample_rate,
+            output_rate=self.options.output_rate,
             frame_ms=FRAME_MS,
             faster_than_realtime=True,
             end_of_turn_signal=True,
@@ -57,10 +67,14 @@ class OpenAIRealtimeClient(WebSocketClient):
         return self._proto
 
     def endpoint(self) -> str:
-        return endpoint_url(self.config.url, self.config.model)
+        return endpoint_url(self.config.url, self.config.model, self.dialect)
 
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers)
+    def auth_headers(self) -> dict[str, str] | None:
+        key = self.config.api_key
+        return self.dialect.auth_headers(key) if key else None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "dialect": self.dialect.name}
 
     async def handshake(self, ws: WsConnection) -> None:
         """session.created -> session.update -> session.updated, within connect_timeout_s."""
@@ -105,3 +119,28 @@ class OpenAIRealtimeClient(WebSocketClient):
         if not isinstance(message, str):
             raise ProtocolError("expected a JSON event, got a binary frame")
         return self._proto.receive_text(message, arrival)
+
+
+class XaiRealtimeClient(OpenAIRealtimeClient):
+    protocol = "xai-realtime"
+    dialect = dialects.XAI
+
+
+class AzureRealtimeClient(OpenAIRealtimeClient):
+    protocol = "azure-realtime"
+    dialect = dialects.AZURE
+
+
+class AzurePreviewRealtimeClient(OpenAIRealtimeClient):
+    protocol = "azure-realtime-preview"
+    dialect = dialects.AZURE_PREVIEW
+
+
+class AzureVoiceLiveClient(OpenAIRealtimeClient):
+    protocol = "azure-voice-live"
+    dialect = dialects.VOICE_LIVE
+
+
+class QwenOmniRealtimeClient(OpenAIRealtimeClient):
+    protocol = "qwen-omni-realtime"
+    dialect = dialects.QWEN

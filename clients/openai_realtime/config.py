@@ -1,18 +1,18 @@
-"""The client's options (a profile's ``options`` table) and the ``session.update`` they produce.
+"""The client's options (a profile's ``options`` table) and the ``session.update`` they produce,
+in the dialect of the protocol chosen (``dialects``).
 
 Options, all optional:
 
-- ``turn_detection``: ``"server_vad"`` (default), ``"semantic_vad"``, ``"none"`` (manual turns:
-  the client commits the buffer and asks for a response itself), or a table such as
+- ``turn_detection``: ``"server_vad"`` (default), another type the dialect offers
+  (``"semantic_vad"``, ``"azure_semantic_vad"`` ...), ``"none"`` (manual turns: the client commits
+  the buffer and asks for a response itself), or a table such as
   ``{ type = "server_vad", silence_duration_ms = 500 }`` sent as given.
-- ``session_shape``: ``"openai"`` (default; GA: ``type: "realtime"``, voice and turn detection
-  nested under ``audio``) or ``"xai"`` (xAI's Grok voice agent: ``voice`` and ``turn_detection``
-  at the top of the session, no ``type``; only server_vad or none).
-- ``sample_rate``: PCM rate both ways; OpenAI takes 24000 only, xAI 8000-48000.
+- ``sample_rate``: input PCM rate, one the dialect takes (OpenAI and Azure: 24000 only).
 - ``instructions``: the system prompt.
 - ``session``: a table deep-merged last into the session object, for anything else.
 
-Behaviour differences between servers are options, never checks on the model name or URL.
+Behaviour differences between servers are dialects and options, never checks on the model name
+or URL.
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.openai_realtime.dialects import OPENAI, Dialect
 from simulator.core.errors import ConfigError
 
 __all__ = ["OPENAI_RATE", "RealtimeOptions", "merge"]
 
 OPENAI_RATE = 24000
-XAI_RATES = (8000, 16000, 21050, 24000, 32000, 44100, 48000)  # pipecat services/xai/realtime
-_SHAPES = ("openai", "xai")
-_KNOWN = {"turn_detection", "session_shape", "sample_rate", "instructions", "session"}
-_VAD_TYPES = {"openai": ("server_vad", "semantic_vad"), "xai": ("server_vad",)}
+_KNOWN = {"turn_detection", "sample_rate", "instructions", "session"}
 
 
 @dataclass(frozen=True)
@@ -39,8 +37,8 @@ class RealtimeOptions:
     turn_detection: Mapping[str, Any] | None = field(
         default_factory=lambda: {"type": "server_vad"}
     )  # None: manual turns
-    session_shape: str = "openai"
-    sample_rate: int = OPENAI_RATE
+    dialect: Dialect = OPENAI
+    sample_rate: int = OPENAI_RATE  # input
     instructions: str | None = None
     session_extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -48,33 +46,34 @@ class RealtimeOptions:
     def manual(self) -> bool:
         return self.turn_detection is None
 
+    @property
+    def output_rate(self) -> int:
+        return self.dialect.out_rate(self.sample_rate)
+
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], voice: str | None) -> RealtimeOptions:
+    def from_options(
+        cls, options: Mapping[str, Any], voice: str | None, dialect: Dialect = OPENAI
+    ) -> RealtimeOptions:
         """Checked options; a typo or bad value is a ConfigError naming it."""
+        where = dialect.protocol
         unknown = sorted(set(options) - _KNOWN)
         if unknown:
             known = ", ".join(sorted(_KNOWN))
-            raise ConfigError(f"openai-realtime: unknown option(s) {', '.join(unknown)} ({known})")
-        shape = options.get("session_shape", "openai")
-        if shape not in _SHAPES:
-            raise ConfigError(f"openai-realtime: session_shape must be one of {_SHAPES}")
-        rate = options.get("sample_rate", OPENAI_RATE)
-        allowed = (OPENAI_RATE,) if shape == "openai" else XAI_RATES
-        if isinstance(rate, bool) or rate not in allowed:
-            raise ConfigError(
-                f"openai-realtime: sample_rate {rate!r} not accepted with session_shape "
-                f"'{shape}' (allowed: {', '.join(map(str, allowed))})"
-            )
+            raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)} ({known})")
+        rate = options.get("sample_rate", dialect.input_rates[0])
+        if isinstance(rate, bool) or rate not in dialect.input_rates:
+            allowed = ", ".join(map(str, dialect.input_rates))
+            raise ConfigError(f"{where}: sample_rate {rate!r} not accepted (allowed: {allowed})")
         instructions = options.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
-            raise ConfigError("openai-realtime: instructions must be a string")
+            raise ConfigError(f"{where}: instructions must be a string")
         extra = options.get("session", {})
         if not isinstance(extra, Mapping):
-            raise ConfigError("openai-realtime: option 'session' must be a table")
+            raise ConfigError(f"{where}: option 'session' must be a table")
         return cls(
             voice=voice,
-            turn_detection=_turn_detection(options.get("turn_detection", "server_vad"), shape),
-            session_shape=shape,
+            turn_detection=_turn_detection(options.get("turn_detection", "server_vad"), dialect),
+            dialect=dialect,
             sample_rate=int(rate),
             instructions=instructions,
             session_extra=extra,
@@ -82,39 +81,61 @@ class RealtimeOptions:
 
     def session(self) -> dict[str, Any]:
         """The ``session`` object of the ``session.update`` this client sends."""
-        fmt = {"type": "audio/pcm", "rate": self.sample_rate}
         td = None if self.turn_detection is None else dict(self.turn_detection)
-        body: dict[str, Any]
-        if self.session_shape == "openai":
-            output: dict[str, Any] = {"format": dict(fmt)}
-            if self.voice:
-                output["voice"] = self.voice
-            body = {
-                "type": "realtime",
-                "output_modalities": ["audio"],
-                "audio": {"input": {"format": dict(fmt), "turn_detection": td}, "output": output},
-            }
-        else:
-            body = {
-                "turn_detection": td,
-                "audio": {"input": {"format": dict(fmt)}, "output": {"format": dict(fmt)}},
-            }
-            if self.voice:
-                body["voice"] = self.voice
+        shape = self.dialect.shape
+        body = (
+            self._ga(td) if shape == "ga" else self._xai(td) if shape == "xai" else self._flat(td)
+        )
         if self.instructions is not None:
             body["instructions"] = self.instructions
         return merge(body, self.session_extra)
 
+    def _ga(self, td: dict[str, Any] | None) -> dict[str, Any]:
+        fmt = {"type": "audio/pcm", "rate": self.sample_rate}
+        output: dict[str, Any] = {"format": {"type": "audio/pcm", "rate": self.output_rate}}
+        if self.voice:
+            output["voice"] = self.voice
+        return {
+            "type": "realtime",
+            "output_modalities": ["audio"],
+            "audio": {"input": {"format": fmt, "turn_detection": td}, "output": output},
+        }
 
-def _turn_detection(value: Any, shape: str) -> Mapping[str, Any] | None:
+    def _xai(self, td: dict[str, Any] | None) -> dict[str, Any]:
+        fmt = {"type": "audio/pcm", "rate": self.sample_rate}
+        body: dict[str, Any] = {
+            "turn_detection": td,
+            "audio": {"input": {"format": fmt}, "output": {"format": dict(fmt)}},
+        }
+        if self.voice:
+            body["voice"] = self.voice
+        return body
+
+    def _flat(self, td: dict[str, Any] | None) -> dict[str, Any]:
+        """The retired beta's flat session, as Voice Live and DashScope still take it."""
+        d = self.dialect
+        body: dict[str, Any] = {
+            "modalities": list(d.modalities),
+            "input_audio_format": d.formats[0],
+            "output_audio_format": d.formats[1],
+            "turn_detection": td,
+        }
+        if d.rate_field is not None:
+            body[d.rate_field] = self.sample_rate
+        if self.voice:
+            body["voice"] = self.voice
+        return body
+
+
+def _turn_detection(value: Any, dialect: Dialect) -> Mapping[str, Any] | None:
     if value is None or value == "none":
         return None
     table = {"type": value} if isinstance(value, str) else value
-    kinds = _VAD_TYPES[shape]
+    kinds = dialect.vad_types
     if not isinstance(table, Mapping) or table.get("type") not in kinds:
         raise ConfigError(
-            f"openai-realtime: turn_detection must be one of {', '.join(kinds)}, none, "
-            f"or a table with one of those as 'type' (session_shape '{shape}'), not {value!r}"
+            f"{dialect.protocol}: turn_detection must be one of {', '.join(kinds)}, none, "
+            f"or a table with one of those as 'type', not {value!r}"
         )
     return dict(table)
 

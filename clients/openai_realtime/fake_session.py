@@ -1,11 +1,14 @@
 """The fake server's session object: defaults, and ``session.update`` checked the way the real
-server checks it.
+server checks it, in the shape of its dialect (``dialects``).
 
-``openai`` dialect: the GA shape is required (``type: "realtime"``, voice and turn detection under
-``audio``); the retired beta keys and any unknown key are an ``invalid_request_error`` naming the
-parameter, as the real API answers. Only what the fake can serve is accepted: ``audio/pcm`` at
-24 kHz and audio output. ``xai`` dialect: xAI's shape (``voice`` and ``turn_detection`` at the top,
-any PCM rate it lists); unknown keys are ignored, since xAI's strictness is not documented.
+``ga`` shape (OpenAI, Azure OpenAI): ``type: "realtime"`` is required, voice and turn detection
+nest under ``audio``; the retired beta keys and any unknown key are an ``invalid_request_error``
+naming the parameter, as the real API answers. Only what the fake can serve is accepted:
+``audio/pcm`` at the dialect's rates and audio output. ``xai`` shape: ``voice`` and
+``turn_detection`` at the top, any PCM rate xAI lists. ``flat`` shape (Azure Voice Live,
+DashScope): the beta's top-level fields with the dialect's format names, and the output
+modalities the fake serves, text and audio (DashScope refuses ``["audio"]`` alone). Unknown
+keys are ignored where the provider's strictness is not documented (xai, flat).
 """
 
 from __future__ import annotations
@@ -13,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clients.openai_realtime.config import OPENAI_RATE, XAI_RATES, merge
+from clients.openai_realtime.config import OPENAI_RATE, merge
+from clients.openai_realtime.dialects import Dialect
 
-__all__ = ["DIALECTS", "InvalidRequest", "apply_update", "default_session", "input_rate", "vad"]
-
-DIALECTS = ("openai", "xai")
+__all__ = ["InvalidRequest", "apply_update", "default_session", "input_rate", "vad"]
 
 _TOP = {
     "type", "model", "instructions", "output_modalities", "audio", "tools", "tool_choice",
@@ -38,11 +40,6 @@ _VAD_KEYS = {
     },
     "semantic_vad": {"type", "eagerness", "create_response", "interrupt_response"},
 }  # fmt: skip
-_VOICES = {
-    "openai": {"alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin",
-               "cedar"},
-    "xai": {"eve", "ara", "rex", "sal", "leo"},
-}  # fmt: skip
 
 
 @dataclass
@@ -54,16 +51,29 @@ class InvalidRequest(Exception):
     param: str | None = None
 
 
-def default_session(dialect: str, session_id: str, model: str | None) -> dict[str, Any]:
-    fmt = {"type": "audio/pcm", "rate": OPENAI_RATE}
-    if dialect == "xai":
+def default_session(d: Dialect, session_id: str, model: str | None) -> dict[str, Any]:
+    fmt = {"type": "audio/pcm", "rate": d.input_rates[0]}
+    if d.shape == "xai":
         return {
             "id": session_id,
-            "voice": "eve",
+            "voice": d.voices[0],
             "instructions": "",
             "turn_detection": {"type": "server_vad", "threshold": 0.85, "prefix_padding_ms": 333},
             "audio": {"input": {"format": dict(fmt)}, "output": {"format": dict(fmt)}},
         }
+    if d.shape == "flat":
+        flat = {
+            "object": "realtime.session",
+            "id": session_id,
+            "model": model,
+            "modalities": list(d.modalities),
+            "voice": d.voices[0] if d.voices else "alloy",
+            "instructions": "",
+            "input_audio_format": d.formats[0],
+            "output_audio_format": d.formats[1],
+            "turn_detection": {**_VAD_DEFAULTS["server_vad"], "silence_duration_ms": 800},
+        }
+        return flat if d.rate_field is None else {**flat, d.rate_field: d.input_rates[0]}
     return {
         "type": "realtime",
         "object": "realtime.session",
@@ -78,7 +88,7 @@ def default_session(dialect: str, session_id: str, model: str | None) -> dict[st
                 "transcription": None,
                 "turn_detection": dict(_VAD_DEFAULTS["server_vad"]),
             },
-            "output": {"format": dict(fmt), "voice": "marin", "speed": 1.0},
+            "output": {"format": dict(fmt), "voice": d.voices[0], "speed": 1.0},
         },
         "tools": [],
         "tool_choice": "auto",
@@ -86,16 +96,14 @@ def default_session(dialect: str, session_id: str, model: str | None) -> dict[st
     }
 
 
-def apply_update(session: dict[str, Any], update: Any, dialect: str) -> dict[str, Any]:
+def apply_update(session: dict[str, Any], update: Any, d: Dialect) -> dict[str, Any]:
     """The session after ``update``; InvalidRequest when the real server would refuse it."""
     if not isinstance(update, dict):
         raise InvalidRequest("invalid_type", "Invalid type for 'session': expected an object.")
-    if dialect == "xai":
-        _check_xai(update)
-    else:
-        _check_openai(update)
+    check = {"ga": _check_openai, "xai": _check_xai, "flat": _check_flat}[d.shape]
+    check(update, d)
     merged = merge(session, update)
-    if dialect == "openai":
+    if d.shape == "ga":
         _retype_turn_detection(session, update, merged)
     return merged
 
@@ -125,20 +133,22 @@ _VAD_DEFAULTS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def vad(session: dict[str, Any], dialect: str) -> dict[str, Any] | None:
+def vad(session: dict[str, Any], d: Dialect) -> dict[str, Any] | None:
     """The session's turn detection; None when the client commits turns itself."""
-    if dialect == "xai":
-        td = session.get("turn_detection")
-    else:
+    if d.shape == "ga":
         td = session["audio"]["input"].get("turn_detection")
+    else:
+        td = session.get("turn_detection")
     return td if isinstance(td, dict) else None
 
 
-def input_rate(session: dict[str, Any]) -> int:
+def input_rate(session: dict[str, Any], d: Dialect) -> int:
+    if d.shape == "flat":
+        return int(session[d.rate_field]) if d.rate_field else d.input_rates[0]
     return int(session["audio"]["input"]["format"].get("rate", OPENAI_RATE))
 
 
-def _check_openai(s: dict[str, Any]) -> None:
+def _check_openai(s: dict[str, Any], d: Dialect) -> None:
     if "type" not in s:
         raise _missing("session.type")
     if s["type"] != "realtime":
@@ -154,25 +164,44 @@ def _check_openai(s: dict[str, Any]) -> None:
     audio_out = _obj(audio, "output", _AUDIO_OUT, "session.audio")
     for where, part in (("input", audio_in), ("output", audio_out)):
         if "format" in part:
-            _format(part["format"], f"session.audio.{where}.format", (OPENAI_RATE,))
+            _format(part["format"], f"session.audio.{where}.format", d.input_rates)
     if "turn_detection" in audio_in:
         _turn_detection(audio_in["turn_detection"], "session.audio.input.turn_detection", _VAD_KEYS)
     if "voice" in audio_out:
-        _voice(audio_out["voice"], "session.audio.output.voice", "openai")
+        _voice(audio_out["voice"], "session.audio.output.voice", d.voices)
 
 
-def _check_xai(s: dict[str, Any]) -> None:
+def _check_xai(s: dict[str, Any], d: Dialect) -> None:
     audio = s.get("audio")
     audio = audio if isinstance(audio, dict) else {}
     for where in ("input", "output"):
         part = audio.get(where)
         if isinstance(part, dict) and "format" in part:
-            _format(part["format"], f"session.audio.{where}.format", XAI_RATES)
+            _format(part["format"], f"session.audio.{where}.format", d.input_rates)
     if "turn_detection" in s:
         keys = {"server_vad": _VAD_KEYS["server_vad"]}
         _turn_detection(s["turn_detection"], "session.turn_detection", keys)
     if "voice" in s:
-        _voice(s["voice"], "session.voice", "xai")
+        _voice(s["voice"], "session.voice", d.voices)
+
+
+def _check_flat(s: dict[str, Any], d: Dialect) -> None:
+    if "type" in s or "audio" in s:  # a GA-shaped update sent to a beta-shaped server
+        raise _unknown("session.type" if "type" in s else "session.audio")
+    modalities = s.get("modalities", list(d.modalities))
+    if not isinstance(modalities, list) or sorted(map(str, modalities)) != sorted(d.modalities):
+        raise _invalid("session.modalities", modalities, repr(list(d.modalities)))
+    keys = ("input_audio_format", "output_audio_format")
+    for key, name, aliases in zip(keys, d.formats, d.format_aliases, strict=True):
+        if key in s and s[key] != name and s[key] not in aliases:
+            raise _invalid(f"session.{key}", s[key], " or ".join(map(repr, (name, *aliases))))
+    if d.rate_field is not None and d.rate_field in s and s[d.rate_field] not in d.input_rates:
+        raise _invalid(f"session.{d.rate_field}", s[d.rate_field], str(d.input_rates))
+    if "turn_detection" in s:
+        kinds = {k: {"type", *_VAD_KEYS["server_vad"]} for k in d.vad_types}
+        _turn_detection(s["turn_detection"], "session.turn_detection", kinds)
+    if "voice" in s and d.voices:
+        _voice(s["voice"], "session.voice", d.voices)
 
 
 def _obj(parent: dict[str, Any], key: str, allowed: set[str], where: str) -> dict[str, Any]:
@@ -206,11 +235,11 @@ def _turn_detection(td: Any, where: str, kinds: dict[str, set[str]]) -> None:
             raise _unknown(f"{where}.{k}")
 
 
-def _voice(voice: Any, where: str, dialect: str) -> None:
+def _voice(voice: Any, where: str, voices: tuple[str, ...]) -> None:
     if isinstance(voice, dict) and isinstance(voice.get("id"), str):
         return
-    if not isinstance(voice, str) or voice.lower() not in _VOICES[dialect]:
-        raise _invalid(where, voice, ", ".join(sorted(_VOICES[dialect])))
+    if not isinstance(voice, str) or voice.lower() not in {v.lower() for v in voices}:
+        raise _invalid(where, voice, ", ".join(sorted(voices)))
 
 
 def _missing(param: str) -> InvalidRequest:

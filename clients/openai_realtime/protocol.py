@@ -4,6 +4,9 @@
 for ``session.updated``) and turns server events into ``clients.base`` events stamped with the
 arrival time it is given. No sockets, no clock.
 
+Every dialect of the family (``dialects``) goes through this one object: what differs is data
+(the session's shape, where the server reports what it configured), never a branch on a name.
+
 Output audio arrives faster than real time: a whole reply lands in one burst and ``response.done``
 right after it. Every event, ``EndOfTurn`` included, carries its arrival time and nothing else: the
 session places the audio on its timeline (``OutputTrack``) and ends the reply once what was placed
@@ -13,11 +16,10 @@ has played, not when its last byte arrived.
 from __future__ import annotations
 
 import itertools
-import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
@@ -31,24 +33,18 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
+from clients.httperrors import retry_in
 from clients.openai_realtime import events as wire
-from clients.openai_realtime.config import RealtimeOptions
-from simulator.core.errors import (
-    ConnectError,
-    ProtocolError,
-    RateLimited,
-    RemoteError,
-    SessionError,
-)
+from clients.openai_realtime.dialects import OPENAI, Dialect
+from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
 from simulator.core.redact import redact
 
 __all__ = [
     "ClientProtocol",
+    "SessionOptions",
     "VadMark",
     "classify_error",
     "endpoint_url",
-    "handshake_error",
-    "retry_after",
 ]
 
 # error codes and types as the Realtime API reports them (realtime_error.py: type, code)
@@ -58,7 +54,6 @@ _AUTH_CODES = frozenset(
 _AUTH_TYPES = frozenset({"authentication_error", "permission_error"})
 _FINAL_CODES = frozenset({"insufficient_quota", "model_not_found", "unsupported_model"})
 _SESSION_CODES = frozenset({"session_expired", "session_not_found", "invalid_session"})
-_TRY_AGAIN = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -70,8 +65,26 @@ class VadMark:
     server_ms: int | None
 
 
+class SessionOptions(Protocol):
+    """What the core needs of a transport's options (``RealtimeOptions``, ``WebRTCOptions``)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def manual(self) -> bool: ...
+
+    @property
+    def sample_rate(self) -> int | None: ...  # None: negotiated elsewhere (WebRTC's codec)
+
+    def session(self) -> dict[str, Any]: ...
+
+
 class ClientProtocol:
-    def __init__(self, options: RealtimeOptions, *, secrets: Sequence[str] = ()) -> None:
+    """The session core of every OpenAI-family transport: the handshake, the events, the errors.
+    A transport whose audio or end of turn travels otherwise (WebRTC) overrides ``map``."""
+
+    def __init__(self, options: SessionOptions, *, secrets: Sequence[str] = ()) -> None:
         self.options = options
         self.state = "opening"  # -> "updating" -> "ready"
         self.session: dict[str, Any] | None = None  # as session.updated reported it
@@ -108,18 +121,20 @@ class ClientProtocol:
 
     def _check_session(self, session: dict[str, Any]) -> None:
         """What the server says it configured must match what we asked, where it says it."""
-        xai = self.options.session_shape == "xai"
+        where = self.options.dialect
         audio_in = _table(_table(session.get("audio")).get("input"))
-        holder = session if xai else audio_in
+        holder = audio_in if where.shape == "ga" else session
         if "turn_detection" in holder and (holder["turn_detection"] is None) != self.options.manual:
             got = "off" if holder["turn_detection"] is None else "on"
             asked = "off" if self.options.manual else "on"
             raise ProtocolError(
                 f"server has turn detection {got}, we asked for {asked} "
-                f"(does session_shape '{self.options.session_shape}' fit this server?)"
+                f"(does the {where.protocol} dialect fit this server?)"
             )
         rate = _table(audio_in.get("format")).get("rate")
-        if rate is not None and rate != self.options.sample_rate:
+        if where.rate_field is not None:
+            rate = session.get(where.rate_field, rate)
+        if rate is not None and self.options.sample_rate and rate != self.options.sample_rate:
             raise ProtocolError(f"server set {rate} Hz input; we asked {self.options.sample_rate}")
 
     # --- streaming -------------------------------------------------------------------------
@@ -134,7 +149,10 @@ class ClientProtocol:
         return [wire.commit(self._event_id()), wire.response_create(self._event_id())]
 
     def receive_text(self, text: str, arrival: float) -> list[ClientEvent]:
-        msg = self._decode(text)
+        return self.map(self._decode(text), arrival)
+
+    def map(self, msg: wire.Message, arrival: float) -> list[ClientEvent]:
+        """One decoded server event -> the session's events, stamped with its arrival."""
         match msg:
             case wire.AudioDelta(pcm=pcm):
                 return [AudioOut(wire.pcm_samples(pcm), arrival)]
@@ -201,7 +219,7 @@ def classify_error(err: wire.Error, secrets: Sequence[str] = ()) -> tuple[Sessio
     if code in _FINAL_CODES:
         return RemoteError(text, retryable=False), True
     if "rate_limit" in code or "rate_limit" in kind:
-        return RateLimited(text, retry_after_s=_try_again(err.message)), True
+        return RateLimited(text, retry_after_s=retry_in(err.message)), True
     if code in _SESSION_CODES:
         return RemoteError(text, retryable=True), True
     if kind == "server_error":
@@ -209,42 +227,15 @@ def classify_error(err: wire.Error, secrets: Sequence[str] = ()) -> tuple[Sessio
     return RemoteError(text, retryable=False), False  # e.g. a bad parameter: the session goes on
 
 
-def _try_again(message: str) -> float | None:
-    m = _TRY_AGAIN.search(message)
-    if m is None:
-        return None
-    return float(m.group(1)) / (1000.0 if m.group(2).lower() == "ms" else 1.0)
-
-
-def endpoint_url(url: str, model: str | None) -> str:
-    """``url`` with ``model`` in its query, unless the query names one already."""
+def endpoint_url(url: str, model: str | None, dialect: Dialect = OPENAI) -> str:
+    """``url`` with the model (or deployment) and the dialect's fixed parameters in its query,
+    unless the query names them already."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    if model and not any(k == "model" for k, _ in query):
-        query.append(("model", model))
+    named = {k for k, _ in query}
+    wanted = [*dialect.query, *([(dialect.model_param, model)] if model else [])]
+    query += [(k, v) for k, v in wanted if k not in named]
     return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header; None when absent or an HTTP date."""
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None
-
-
-def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
-    """The error for an HTTP status that refused the upgrade. The body is never quoted: OpenAI's
-    401 body echoes part of the key."""
-    text = f"server refused the WebSocket handshake: HTTP {status}"
-    if status in (401, 403):
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429:
-        return RateLimited(text, retry_after_s=retry_after(headers.get("Retry-After")))
-    if status in (400, 404):
-        return ConnectError(f"{text} (check the URL and the model name)", retryable=False)
-    return ConnectError(text, retryable=status >= 500 or status == 408)
 
 
 def _scrub(text: str, secrets: Sequence[str]) -> str:

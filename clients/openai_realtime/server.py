@@ -1,8 +1,11 @@
-"""The fake openai-realtime server at ``/v1/realtime``: a thin asyncio shell around ServerProtocol.
+"""The fake OpenAI-family server: a thin asyncio shell around ServerProtocol, in any dialect.
 
-The handshake is checked before the upgrade, in this order: injected faults (``Faults.admit``),
-the path (404), ``Authorization: Bearer <key>`` (401: missing, empty, or not ``api_key`` when one
-is set; by default any non-empty key passes) and, when asked, ``?model=`` (400).
+It serves at the dialect's path (``/v1/realtime`` for OpenAI and xAI, ``/openai/v1/realtime`` for
+Azure OpenAI, ``/openai/realtime`` for its preview API versions, ``/voice-live/realtime`` for Azure
+Voice Live, ``/api-ws/v1/realtime`` for DashScope)
+and checks the handshake before the upgrade, in this order: injected faults (``Faults.admit``),
+the path (404), the key where the dialect sends it (401: missing, empty, or not ``api_key`` when
+one is set; by default any non-empty key passes) and, when asked, the model (400).
 An ``OpenAI-Beta`` header is let through and answered like the real server answers it: an
 ``error`` event with code ``beta_api_shape_disabled``, then a close.
 """
@@ -13,7 +16,8 @@ import contextlib
 import itertools
 import json
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.exceptions import ConnectionClosed
@@ -22,12 +26,21 @@ from websockets.http11 import Request, Response
 from clients.behaviours import Behaviour
 from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
 from clients.faults import Faults
+from clients.openai_realtime import dialects
 from clients.openai_realtime.server_protocol import ServerProtocol
 from clients.wsconn import WsConnection
 
-__all__ = ["PATH", "start_server"]
+__all__ = [
+    "PATH",
+    "start_azure",
+    "start_azure_preview",
+    "start_qwen",
+    "start_server",
+    "start_voice_live",
+    "start_xai",
+]
 
-PATH = "/v1/realtime"
+PATH = dialects.OPENAI.path
 
 
 async def start_server(
@@ -42,28 +55,29 @@ async def start_server(
     require_model: bool = False,
     ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
-    """Serve openai-realtime; each connection gets a fresh behaviour at the session's input rate.
+    """Serve one dialect (``dialects.DIALECTS``); each connection gets a fresh behaviour at the
+    session's input rate.
 
-    ``dialect`` "xai" mimics xAI's Grok voice agent; ``beta_names`` sends the retired beta event
-    names (``response.audio.delta`` ...) to exercise a client's aliases. ``require_model``
-    refuses a handshake without ``?model=`` (HTTP 400) as OpenAI does; off by default, since
-    ``fake:`` profiles name no model. ``ssl_context`` serves wss://.
+    ``beta_names`` sends the retired beta event names (``response.audio.delta`` ...) to exercise
+    a client's aliases (beta-shaped dialects always do). ``require_model`` refuses a handshake
+    without the model (HTTP 400) as OpenAI does; off by default, since ``fake:`` profiles name
+    no model. ``ssl_context`` serves wss://.
     """
     faults = faults or Faults()
+    d = dialects.dialect(dialect)
     ids = itertools.count(1)
-    ServerProtocol(behaviour_factory, dialect=dialect)  # a bad dialect fails here, not per client
 
     def check(connection: WsConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
-        if url.path.rstrip("/") != PATH:
+        if url.path.rstrip("/") != d.path:
             return _refuse(connection, 404, "invalid_request_error", "not_found", "Not found.")
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip() or (api_key and token != api_key):
+        key = d.key_from(request.headers)
+        if key is None or (api_key and key != api_key):
             message = "Incorrect or missing API key."  # never echo what was sent
             return _refuse(connection, 401, "invalid_request_error", "invalid_api_key", message)
         query = dict(parse_qsl(url.query))
-        if require_model and not (query.get("model") or query.get("call_id")):
-            message = "Missing required parameter: 'model'."
+        if require_model and not (query.get(d.model_param) or query.get("call_id")):
+            message = f"Missing required parameter: '{d.model_param}'."
             return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
         return None
 
@@ -72,10 +86,10 @@ async def start_server(
         protocol = ServerProtocol(
             behaviour_factory,
             faults,
-            dialect=dialect,
+            dialect=d,
             beta_names=beta_names,
             beta_header="OpenAI-Beta" in ws.request.headers,
-            model=dict(parse_qsl(urlsplit(ws.request.path).query)).get("model"),
+            model=dict(parse_qsl(urlsplit(ws.request.path).query)).get(d.model_param),
             session_id=f"sess_fake_{next(ids)}",
         )
         outbox = DelayedOutbox(ws, faults.extra_latency_s)
@@ -92,10 +106,27 @@ async def start_server(
         host=host,
         port=port,
         faults=faults,
-        path=PATH,
+        path=d.path,
         check=check,
         ssl_context=ssl_context,
     )
+
+
+def dialect_server(dialect: str) -> Callable[..., Awaitable[RunningServer]]:
+    """``start_server`` for one dialect, as the registry names a fake per protocol."""
+    dialects.dialect(dialect)  # a bad name fails here, not per connection
+
+    async def start(behaviour_factory: Callable[[int], Behaviour], **kwargs: Any) -> RunningServer:
+        return await start_server(behaviour_factory, dialect=dialect, **kwargs)
+
+    return start
+
+
+start_xai = dialect_server("xai")
+start_azure = dialect_server("azure")
+start_azure_preview = dialect_server("azure-preview")
+start_voice_live = dialect_server("voice-live")
+start_qwen = dialect_server("qwen")
 
 
 def _refuse(connection: WsConnection, status: int, kind: str, code: str, message: str) -> Response:

@@ -18,6 +18,10 @@ cancelled by ``response.cancel`` or, with ``interrupt_response``, by the user's 
 With turn detection off the behaviour still tracks turns, but no VAD events are sent and a reply
 goes out only after ``input_audio_buffer.commit`` and ``response.create`` (an empty response when
 the behaviour has nothing to say). Media faults trigger on input media time, as in pcm-ws.
+
+The dialect (``dialects``) decides the opening event, the session's shape and checks
+(``fake_session``), GA or beta event names, VAD positions, pings and the output rate: a reply is
+resampled to it where it differs from the input's (DashScope: 16 kHz in, 24 kHz out).
 """
 
 from __future__ import annotations
@@ -36,16 +40,17 @@ from clients.behaviours.base import FloatArray
 from clients.faults import Faults
 from clients.mediaclock import MediaClock
 from clients.openai_realtime import fake_session
+from clients.openai_realtime.dialects import OPENAI, Dialect
 from clients.openai_realtime.events import BETA_ALIASES
 from clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
 from clients.serveractions import Action, Burst, Close, Send, Stall
 from simulator.core import safejson
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
+from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
 
 _GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
-_PING_EVERY_MS = 1000  # xai dialect only
+_PING_EVERY_MS = 1000  # dialects with pings only
 
 
 def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:
@@ -62,18 +67,16 @@ class ServerProtocol:
         behaviour_factory: Callable[[int], Behaviour],
         faults: Faults | None = None,
         *,
-        dialect: str = "openai",
+        dialect: Dialect = OPENAI,
         beta_names: bool = False,
         beta_header: bool = False,
         model: str | None = None,
         session_id: str = "sess_fake_1",
     ) -> None:
-        if dialect not in fake_session.DIALECTS:
-            raise ValueError(f"dialect must be one of {fake_session.DIALECTS}, not {dialect!r}")
         self._factory = behaviour_factory
         self._faults = faults or Faults()
-        self._dialect = dialect
-        self._beta_names = beta_names
+        self._d = dialect
+        self._beta_names = beta_names or dialect.beta_names
         self._beta_header = beta_header
         self._session = fake_session.default_session(dialect, session_id, model)
         self._behaviour: Behaviour | None = None
@@ -90,6 +93,7 @@ class ServerProtocol:
         self._next_ping_ms = _PING_EVERY_MS
         self._done = False  # closed or stalled: ignore everything
         self.responses = 0  # responses sent, for tests
+        self._items: dict[str, FakeResponse] = {}  # assistant items, by id
 
     # --- entry points ----------------------------------------------------------------------
 
@@ -103,7 +107,7 @@ class ServerProtocol:
             )
             error = self._error("beta_api_shape_disabled", message, None, None)
             return [error, Close(1008, "beta_api_shape_disabled")]
-        if self._dialect == "xai":
+        if self._d.opening == "conversation.created":
             conversation = {"id": f"conv_{self._session['id']}", "object": "realtime.conversation"}
             return [self._event("conversation.created", conversation=conversation)]
         return [self._event("session.created", session=self._session)]
@@ -163,7 +167,7 @@ class ServerProtocol:
 
     def _may_start(self) -> bool:
         """A decided reply starts on its own (server VAD creates responses) or was asked for."""
-        td = fake_session.vad(self._session, self._dialect)
+        td = fake_session.vad(self._session, self._d)
         auto = td is not None and td.get("create_response", True) is not False
         return auto or self._armed > 0
 
@@ -186,8 +190,8 @@ class ServerProtocol:
 
     def _session_update(self, obj: dict[str, Any]) -> list[Action]:
         try:
-            session = fake_session.apply_update(self._session, obj.get("session"), self._dialect)
-            rate = fake_session.input_rate(session)
+            session = fake_session.apply_update(self._session, obj.get("session"), self._d)
+            rate = fake_session.input_rate(session, self._d)
             if self._behaviour is not None and rate != self._behaviour.rate:
                 raise fake_session.InvalidRequest(
                     "invalid_value", "The input rate cannot change once audio has been sent."
@@ -221,7 +225,7 @@ class ServerProtocol:
         return actions + self._ping() + self._malformed()
 
     def _commit(self, obj: dict[str, Any]) -> list[Action]:
-        rate = fake_session.input_rate(self._session)
+        rate = self._rate
         if self._buffered * 10 < rate:  # under 100 ms
             ms = self._buffered * 1000 // rate
             message = (
@@ -254,21 +258,32 @@ class ServerProtocol:
         return [self._error("response_cancel_not_active", message, None, obj.get("event_id"))]
 
     def _truncate(self, obj: dict[str, Any]) -> list[Action]:
+        """Cut an assistant item's audio where the listener stopped; past what was generated,
+        or of an item that does not exist, is an error, as on the real server."""
         fields = {k: obj.get(k) for k in ("item_id", "content_index", "audio_end_ms")}
+        item = self._items.get(str(fields["item_id"]))
+        end = fields["audio_end_ms"]
+        if item is None:
+            message = f"Item with id '{fields['item_id']}' not found."
+            return [self._error("invalid_value", message, "item_id", obj.get("event_id"))]
+        generated = item.sent // 2 * 1000 // item.rate  # what went out as deltas
+        if not isinstance(end, int) or isinstance(end, bool) or not 0 <= end <= generated:
+            message = f"audio_end_ms {end!r} is past the item's {generated} ms of audio."
+            return [self._error("invalid_value", message, "audio_end_ms", obj.get("event_id"))]
         return [self._event("conversation.item.truncated", **fields)]
 
     # --- the behaviour ---------------------------------------------------------------------
 
     def _behaviour_now(self) -> Behaviour:
         if self._behaviour is None:
-            rate = fake_session.input_rate(self._session)
+            rate = self._rate
             self._behaviour = self._factory(rate)
             self._clock = MediaClock(rate)
         return self._behaviour
 
     def _listen(self, b: Behaviour, samples: FloatArray, c0: int) -> list[Action]:
         step = b.push(samples)
-        td = fake_session.vad(self._session, self._dialect)
+        td = fake_session.vad(self._session, self._d)
         actions: list[Action] = []
         if td is not None and step.speech_started:
             # the real server counts from the prefix padding before the onset; the chunk that
@@ -311,11 +326,11 @@ class ServerProtocol:
         self._armed = max(0, self._armed - 1)
         actions = self._finish_now()
         self.responses += 1
-        rate = fake_session.input_rate(self._session)
+        rate, out = self._rate, self._d.out_rate(self._rate)
         lead = np.zeros(max(0, at - c0), dtype=np.float32)
-        pcm = float_to_pcm16(np.concatenate((lead, audio)))
+        pcm = float_to_pcm16(resample(np.concatenate((lead, audio)), rate, out))
         said = f"({len(audio) / rate:.2f} s of reply audio)"
-        resp = FakeResponse(self.responses, pcm, rate, c0, said)
+        resp = FakeResponse(self.responses, pcm, rate, c0, said, out_rate=out)
         item = self._item(resp, None)
         actions += [
             self._event("response.created", response=self._response(resp.rid, "in_progress", [])),
@@ -327,6 +342,7 @@ class ServerProtocol:
             self._event("response.content_part.added", **resp.ids, part={"type": "audio"}),
         ]
         self._playing = resp
+        self._items[resp.iid] = resp
         return actions + self._generate()
 
     def _generate(self) -> list[Action]:
@@ -424,7 +440,7 @@ class ServerProtocol:
         response = {**self._response(rid, status, output), "usage": usage}
         if reason is not None:
             response["status_details"] = {"type": status, "reason": reason}
-        extra = {"usage": usage} if self._dialect == "xai" else {}
+        extra = {"usage": usage} if self._d.shape == "xai" else {}  # xAI repeats it on top
         return self._event("response.done", response=response, **extra)
 
     @staticmethod
@@ -454,7 +470,7 @@ class ServerProtocol:
 
     def _speech(self, kind: str, ms: int) -> Send:
         item_id = f"item_user_{self.responses + 1}"
-        if self._dialect == "xai":  # xAI's VAD events carry no audio positions
+        if not self._d.vad_positions:  # xAI's VAD events carry none
             return self._event(f"input_audio_buffer.{kind}", item_id=item_id)
         key = "audio_start_ms" if kind == "speech_started" else "audio_end_ms"
         return self._event(f"input_audio_buffer.{kind}", item_id=item_id, **{key: ms})
@@ -478,7 +494,7 @@ class ServerProtocol:
     # --- faults and extras -----------------------------------------------------------------
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / fake_session.input_rate(self._session)
+        received_s = self._received / self._rate
         if Faults.reached(self._faults.close_after_s, received_s):
             self._done = True
             return [Close(1011, "injected fault: close_after_s")]
@@ -488,7 +504,7 @@ class ServerProtocol:
         return []
 
     def _malformed(self) -> list[Action]:
-        received_s = self._received / fake_session.input_rate(self._session)
+        received_s = self._received / self._rate
         if self._malformed_sent or not Faults.reached(self._faults.malformed_after_s, received_s):
             return []
         self._malformed_sent = True
@@ -499,13 +515,17 @@ class ServerProtocol:
         return actions
 
     def _ping(self) -> list[Action]:
-        if self._dialect != "xai" or self._ms(self._received) < self._next_ping_ms:
+        if not self._d.pings or self._ms(self._received) < self._next_ping_ms:
             return []
         self._next_ping_ms += _PING_EVERY_MS
         return [self._event("ping", timestamp=self._ms(self._received))]
 
+    @property
+    def _rate(self) -> int:
+        return fake_session.input_rate(self._session, self._d)
+
     def _ms(self, samples: int) -> int:
-        return samples * 1000 // fake_session.input_rate(self._session)
+        return samples * 1000 // self._rate
 
 
 _RATE_LIMITS = [

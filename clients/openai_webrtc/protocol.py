@@ -1,8 +1,9 @@
 """The openai-webrtc protocol without I/O: options, the ``oai-events`` data channel both ways.
 
-The data channel carries the same JSON events as the Realtime WebSocket API, so server events are
-decoded with ``clients.openai_realtime.events`` and server errors classified with its
-``classify_error``; audio travels on the RTP track instead of ``response.output_audio.delta``.
+The data channel carries the same JSON events as the Realtime WebSocket API, so the client side is
+the OpenAI-family session core (``clients.openai_realtime.protocol``: handshake, events, errors)
+with WebRTC's differences; audio travels on the RTP track instead of
+``response.output_audio.delta``.
 
 ``ClientProtocol`` runs the handshake (``session.created`` -> ``session.update`` ->
 ``session.updated``) and maps events. Over WebRTC the server paces audio in real time, so
@@ -26,20 +27,16 @@ from numpy.typing import NDArray
 from clients.base import (
     ClientEvent,
     EndOfTurn,
-    ErrorEvent,
-    SpeechStarted,
-    SpeechStopped,
-    Transcript,
 )
 from clients.behaviours import Behaviour
 from clients.faults import Faults
 from clients.openai_realtime import events as wire
+from clients.openai_realtime import protocol as core
 from clients.openai_realtime.config import merge
-from clients.openai_realtime.protocol import classify_error
+from clients.openai_realtime.dialects import OPENAI, Dialect
 from clients.openai_webrtc.rtc import ENCODER_DELAY_S, JITTER_DELAY_S
 from simulator.core import safejson
-from simulator.core.errors import ConfigError, ProtocolError, RemoteError
-from simulator.core.redact import redact
+from simulator.core.errors import ConfigError
 
 __all__ = [
     "Action",
@@ -105,6 +102,14 @@ class WebRTCOptions:
     @property
     def manual(self) -> bool:
         return self.turn_detection is None
+
+    @property
+    def dialect(self) -> Dialect:
+        return OPENAI  # OpenAI's GA events on the data channel
+
+    @property
+    def sample_rate(self) -> int | None:
+        return None  # the codec is negotiated in the SDP
 
     @classmethod
     def from_options(
@@ -200,89 +205,36 @@ def _flag(o: Mapping[str, Any], name: str, default: bool | None) -> bool | None:
 # --- the client side ----------------------------------------------------------------------------
 
 
-class ClientProtocol:
+class ClientProtocol(core.ClientProtocol):
+    """The OpenAI-family session core, with WebRTC's two differences: audio comes over RTP (any
+    ``response.output_audio.delta`` on the channel is ignored), and the reply ends when its
+    buffer drains (``output_audio_buffer.stopped`` / ``.cleared``) rather than at
+    ``response.done``, unless ``end_of_turn`` says "response_done" or no buffer was announced."""
+
+    options: WebRTCOptions
+
     def __init__(self, options: WebRTCOptions, *, secrets: Sequence[str] = ()) -> None:
-        self.options = options
-        self.state = "opening"  # -> "updating" -> "ready"
-        self.session: dict[str, Any] | None = None  # as session.updated reported it
-        self._secrets = tuple(s for s in secrets if s)
-        self._ids = itertools.count(1)
+        super().__init__(options, secrets=secrets)
         self._playing = False  # output_audio_buffer.started seen, not yet stopped
 
-    @property
-    def ready(self) -> bool:
-        return self.state == "ready"
-
-    def receive_handshake(self, text: str) -> list[str]:
-        """Feed one data-channel message during the handshake; returns the messages to send."""
-        msg = self._decode(text)
-        if isinstance(msg, wire.Error):
-            error, _ = classify_error(msg, self._secrets)
-            if type(error) is RemoteError and error.reason == "remote":
-                raise RemoteError(f"session set-up failed: {error}", retryable=error.retryable)
-            raise error
-        if self.state == "opening" and isinstance(msg, wire.SessionCreated):
-            self.state = "updating"
-            return [wire.session_update(self.options.session(), self._event_id())]
-        if self.state == "updating" and isinstance(msg, wire.SessionUpdated):
-            self.session = msg.session
-            self.state = "ready"
-        return []
-
-    def commit_messages(self) -> list[str]:
-        """End of the user's turn: commit and ask for a response, only without turn detection."""
-        if not self.options.manual:
-            return []
-        return [wire.commit(self._event_id()), wire.response_create(self._event_id())]
-
-    def receive_text(self, text: str, arrival: float) -> list[ClientEvent]:
-        msg = self._decode(text)
+    def map(self, msg: wire.Message, arrival: float) -> list[ClientEvent]:
         by_response = self.options.end_of_turn == "response_done"
         match msg:
-            case wire.TranscriptDelta(delta=delta):
-                return [Transcript(delta, arrival, False)]
-            case wire.TranscriptDone(transcript=said):
-                return [Transcript(said, arrival, True)]
-            case wire.SpeechStarted():
-                return [SpeechStarted(arrival)]
-            case wire.SpeechStopped():
-                return [SpeechStopped(arrival)]
+            case wire.AudioDelta():
+                return []  # audio comes over RTP
             case wire.ResponseDone(status="failed"):
-                return [self._failed(msg, arrival)]
+                self._playing = False
             case wire.ResponseDone():
                 return [] if self._playing and not by_response else [EndOfTurn(arrival)]
-            case wire.Error():
-                error, fatal = classify_error(msg, self._secrets)
-                return [ErrorEvent(error, arrival, fatal)]
             case wire.Ignored(type="output_audio_buffer.started"):
                 self._playing = True
+                return []
             case wire.Ignored(type="output_audio_buffer.stopped" | "output_audio_buffer.cleared"):
                 if self._playing:
                     self._playing = False
                     return [] if by_response else [EndOfTurn(arrival)]
-        return []  # audio deltas (audio comes over RTP), rate limits, unknown types
-
-    def _failed(self, done: wire.ResponseDone, arrival: float) -> ClientEvent:
-        self._playing = False
-        details = done.status_details or {}
-        found = details.get("error")
-        err: dict[str, Any] = found if isinstance(found, dict) else {}
-        cause = wire.Error(
-            message=str(err.get("message") or "the response failed"),
-            type=str(err.get("type") or "server_error"),
-            code=err.get("code") if isinstance(err.get("code"), str) else None,
-        )
-        error, _ = classify_error(cause, self._secrets)
-        return ErrorEvent(error, arrival, fatal=True)
-
-    def _decode(self, text: str) -> wire.Message:
-        try:
-            return wire.decode(text)
-        except ProtocolError as exc:
-            raise ProtocolError(redact(exc.message, self._secrets)) from None
-
-    def _event_id(self) -> str:
-        return f"evt_duplexsim_{next(self._ids)}"
+                return []
+        return super().map(msg, arrival)
 
 
 # --- the fake server's side ---------------------------------------------------------------------

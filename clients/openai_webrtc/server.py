@@ -5,8 +5,8 @@ Each call hears the client's track through a pass-through receive buffer (a mode
 hold its input 80 ms), feeds every received 20 ms frame to the behaviour (resampled to
 ``behaviour_rate`` when that is not 48 kHz) and pushes the behaviour's output for that interval to
 its outgoing track at once: one output frame per input frame, paced by the client's input.
-When no frame has come for ``LAPSE_S`` (a muted or stopped client track) the call hears silence
-for that long and goes on, as the real service runs on its own clock: a reply plays to its end.
+When no frame has come for ``FILL_LAPSE_S`` (a muted or stopped client track) the call hears
+silence for that long and goes on, as the real service runs on its own clock: a reply plays to its end.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from clients.behaviours import Behaviour
 from clients.fakeserver import RunningServer
 from clients.faults import Faults
-from clients.mediaclock import LAPSE_S
+from clients.mediaclock import FILL_LAPSE_S
 from clients.openai_webrtc import signaling
 from clients.openai_webrtc.protocol import Close, SendAudio, SendEvent, ServerProtocol, Stall
 from clients.openai_webrtc.rtc import (
@@ -155,6 +155,7 @@ class _Call:
         self.from_rate = _Resampler(server.rate, RATE)
         self.stalled = False
         self.closing: asyncio.Task[None] | None = None
+        self.lapse_s = FILL_LAPSE_S  # no frame for this long: that much silence is heard
 
     async def answer(self, offer_sdp: str) -> str:
         pc = self.pc
@@ -190,12 +191,13 @@ class _Call:
             self._close_soon()
 
     async def _listen(self, track: MediaStreamTrack) -> None:
-        lapse = np.zeros(round(LAPSE_S * self.server.rate), dtype=np.float32)
+        lapse_s = self.lapse_s
+        lapse = np.zeros(round(lapse_s * self.server.rate), dtype=np.float32)
         receiving: asyncio.Future[Any] | None = None
         try:
             while True:
                 receiving = receiving or asyncio.ensure_future(track.recv())
-                done, _ = await asyncio.wait({receiving}, timeout=LAPSE_S)
+                done, _ = await asyncio.wait({receiving}, timeout=lapse_s)
                 if not done:  # nothing heard for a lapse: silence, on the wall clock
                     self._apply(self.protocol.receive_audio(lapse))
                     continue

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from clients.openai_realtime.protocol import retry_after
+from clients.httperrors import refusal
 from simulator.core import safejson
-from simulator.core.errors import ConnectError, ProtocolError, RateLimited, SessionError
+from simulator.core.errors import ConnectError, ProtocolError, SessionError
 from simulator.core.redact import redact as redact_secrets
 
 __all__ = [
@@ -212,19 +212,10 @@ def call_id(location: str | None) -> str | None:
 
 def call_error(response: HttpResponse, *, secret: str | None = None) -> SessionError:
     """The error for a response that did not answer the offer."""
-    status = response.status
-    text = f"server refused the SDP offer: HTTP {status}"
-    detail = _error_detail(response, secret)
-    if status in (401, 403):
-        # never quote the body: OpenAI's 401 body echoes part of the key
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429:
-        if "insufficient_quota" in response.text():
-            return ConnectError(f"{text}{detail}", retryable=False, reason="quota")
-        return RateLimited(text, retry_after_s=retry_after(response.headers.get("retry-after")))
-    if status in (400, 404, 415, 422):
-        return ConnectError(f"{text}{detail} (check the URL and model)", retryable=False)
-    return ConnectError(f"{text}{detail}", retryable=status >= 500 or status == 408)
+    detail = "" if response.status in (401, 403) else _error_detail(response, secret)
+    return refusal(
+        response.status, response.headers, what="the SDP offer", body=response.text(), detail=detail
+    )
 
 
 def _error_detail(response: HttpResponse, secret: str | None) -> str:

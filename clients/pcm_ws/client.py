@@ -7,13 +7,12 @@ from typing import Any
 
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Response
 
 from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.pcm_ws.protocol import ClientProtocol, handshake_error
+from clients.pcm_ws.protocol import ClientProtocol
 from clients.wsclient import WebSocketClient, close_text, message_size
 from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from simulator.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = ["PcmWsClient"]
 
@@ -39,9 +38,6 @@ class PcmWsClient(WebSocketClient):
             server_vad=True,
             continuous_output=True,  # one output frame per input frame, silence included
         )
-
-    def refused(self, response: Response) -> SessionError:
-        return handshake_error(response.status_code, response.headers)
 
     async def handshake(self, ws: WsConnection) -> None:
         hello = self._proto.hello_message()

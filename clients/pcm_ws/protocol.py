@@ -7,7 +7,7 @@ media-time faults, answering each client frame with ``Action``s for the I/O laye
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,18 +24,11 @@ from clients.base import (
 )
 from clients.behaviours import Behaviour
 from clients.faults import Faults
-from clients.mediaclock import MediaClock
+from clients.mediaclock import FILL_LAPSE_S, MediaClock
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
 from simulator.core.audio import DigitalSilence
-from simulator.core.errors import (
-    ConnectError,
-    DuplexsimError,
-    ProtocolError,
-    RateLimited,
-    RemoteError,
-    SessionError,
-)
+from simulator.core.errors import DuplexsimError, ProtocolError, RemoteError
 
 __all__ = [
     "Action",
@@ -44,8 +37,6 @@ __all__ = [
     "Send",
     "ServerProtocol",
     "Stall",
-    "handshake_error",
-    "retry_after",
 ]
 
 
@@ -106,25 +97,6 @@ class ClientProtocol:
 
 def _remote_error(msg: wire.Error) -> RemoteError:
     return RemoteError(f"server error {msg.code}: {msg.message}", retryable=msg.retryable)
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header; None when absent or an HTTP date (not worth a clock)."""
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and seconds >= 0 else None
-
-
-def handshake_error(status: int, headers: Mapping[str, str]) -> SessionError:
-    """The error for an HTTP status that refused the WebSocket upgrade."""
-    text = f"server refused the WebSocket handshake: HTTP {status}"
-    if status in (401, 403):
-        return ConnectError(f"{text} (check the API key)", retryable=False, reason="auth")
-    if status == 429:
-        return RateLimited(text, retry_after_s=retry_after(headers.get("Retry-After")))
-    return ConnectError(text, retryable=status >= 500 or status == 408)
 
 
 class ServerProtocol:
@@ -219,7 +191,7 @@ class ServerProtocol:
         if not 8000 <= hello.sample_rate <= 48000 or hello.frame_ms <= 0:
             raise ProtocolError(f"unsupported sample_rate {hello.sample_rate} or frame_ms")
         self._behaviour = self._factory(hello.sample_rate)
-        self._clock = MediaClock(hello.sample_rate)
+        self._clock = MediaClock(hello.sample_rate, FILL_LAPSE_S)
         self._frame = max(1, hello.sample_rate * hello.frame_ms // 1000)
         return [Send(wire.encode(wire.HelloAck(hello.sample_rate, self._session_id)))]
 

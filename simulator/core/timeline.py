@@ -5,6 +5,7 @@ Timeline time is seconds since T0, the instant the first context frame was sent.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -84,11 +85,28 @@ class OutputTrack:
         self._silent_after = 0  # samples of silence the stream sent since its last audible chunk
         self._audible_last = False  # the previous chunk in the stream was audible
         self.late_max_s = 0.0  # the most a bridged chunk was placed before its arrival
+        self._received = 0  # samples the model's stream has sent, silence included
+        # where each audible chunk starts on the timeline, and in the stream (ascending both)
+        self._starts: list[int] = []
+        self._stream_at: list[int] = []
 
     @property
     def stream_end_s(self) -> float:
         """The model's audio time on the timeline: the audible end and the silence sent since."""
         return (self._audible_end + self._silent_after) / self.rate
+
+    def stream_after_s(self, position_s: float) -> float:
+        """How much of the model's own stream came after timeline position ``position_s`` (a
+        position in placed audio): its audio time since then, whatever gaps late arrival put
+        on the timeline."""
+        pos = round(position_s * self.rate)
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i < 0:
+            return self._received / self.rate
+        start = self._starts[i]
+        end = self._starts[i + 1] if i + 1 < len(self._starts) else self._audible_end
+        index = self._stream_at[i] + min(max(pos - start, 0), end - start)
+        return (self._received - index) / self.rate
 
     @property
     def end_s(self) -> float:
@@ -128,6 +146,9 @@ class OutputTrack:
             self._buf[start:stop] = samples
             self._audible_end = stop
             self._silent_after = 0
+            self._starts.append(start)
+            self._stream_at.append(self._received)
+        self._received += samples.size
         self._audible_last = not silent
         self._extent = max(self._extent, stop)
         return Placement(start / self.rate, arrival_s, int(samples.size), offset_s, silent)
