@@ -1,6 +1,8 @@
 """Generate the shipped demo benchmark (recordings/demo/) with espeak-ng.
 
     python recordings/make_demo.py [--out recordings/demo] [--seed 0]
+    python recordings/make_demo.py --heldout      # recordings/demo-heldout: other voices
+
 
 Writes 60 samples (12 emotions x 5 languages: en, hi, ar, it, tl) as a JSONL manifest plus OGG
 Vorbis audio at 16 kHz mono, and ``neutral.ogg`` (the utterance the fake "neutral" model plays).
@@ -67,6 +69,11 @@ LEAD_S = 0.01  # silence kept before the first speech of an utterance
 
 VOICE_A = "+m3"  # Speaker A: male 3
 VOICE_B = "+f3"  # Speaker B: female 3 (replies, backchannels, neutral.ogg)
+# The held-out set: voices the prosody scorer was never calibrated on (A about 94 Hz against
+# +m3's 104 Hz, B about 176 Hz against +f3's 211 Hz), two languages; a check of the scorer that
+# is not in-sample (tests/test_prosody_heldout.py).
+HELDOUT_VOICES = ("+m1", "+f4")
+HELDOUT_LANGUAGES = ("en", "hi", "ar", "it", "tl")
 
 
 @dataclass(frozen=True)
@@ -676,7 +683,11 @@ def sample_rng(seed: int, key: str) -> np.random.Generator:
 
 
 def make_sample(
-    language: str, emotion: str, seed: int, audio_dir: Path
+    language: str,
+    emotion: str,
+    seed: int,
+    audio_dir: Path,
+    voices: tuple[str, str] = (VOICE_A, VOICE_B),
 ) -> tuple[dict[str, object], list[str]]:
     sample_id = f"{language}-{slug(emotion)}-1"
     rng = sample_rng(seed, sample_id)
@@ -685,14 +696,15 @@ def make_sample(
     backchannel_text = BACKCHANNELS[language][int(rng.integers(len(BACKCHANNELS[language])))]
     gap_s = round(float(rng.uniform(*prosody.reply_gap_s)), 2)
 
+    voice_a, voice_b = voices
     context, warnings = assemble_context(
-        espeak(opener_text, language, VOICE_A, prosody),
-        espeak(script.setup, language, VOICE_A, prosody),
-        espeak(backchannel_text, language, VOICE_B, NEUTRAL),
-        espeak(script.final, language, VOICE_A, prosody),
+        espeak(opener_text, language, voice_a, prosody),
+        espeak(script.setup, language, voice_a, prosody),
+        espeak(backchannel_text, language, voice_b, NEUTRAL),
+        espeak(script.final, language, voice_a, prosody),
         rng,
     )
-    reply, rate = fit_rate(script.reply, language, VOICE_B, prosody, REFERENCE_FIT_S)
+    reply, rate = fit_rate(script.reply, language, voice_b, prosody, REFERENCE_FIT_S)
     if rate != prosody.rate:
         warnings.append(f"reference rate nudged {prosody.rate} -> {rate} wpm")
 
@@ -716,8 +728,8 @@ def make_sample(
     return entry, [f"{sample_id}: {w}" for w in warnings]
 
 
-def make_neutral(out: Path, seed: int) -> float:
-    x, _ = fit_rate(NEUTRAL_TEXT, "en", VOICE_B, NEUTRAL, NEUTRAL_FIT_S)
+def make_neutral(out: Path, seed: int, voice_b: str = VOICE_B) -> float:
+    x, _ = fit_rate(NEUTRAL_TEXT, "en", voice_b, NEUTRAL, NEUTRAL_FIT_S)
     write_ogg(out / "neutral.ogg", finish(x, sample_rng(seed, "neutral")))
     return seconds(x)
 
@@ -737,7 +749,12 @@ def check_tables() -> None:
             raise DemoError(f"TEXTS[{language!r}] must cover exactly the 12 canonical emotions")
 
 
-def generate(out: Path, seed: int) -> None:
+def generate(
+    out: Path,
+    seed: int,
+    voices: tuple[str, str] = (VOICE_A, VOICE_B),
+    languages: tuple[str, ...] = LANGUAGES,
+) -> None:
     from simulator.core.emotions import EMOTION_NAMES
 
     check_tables()
@@ -745,12 +762,12 @@ def generate(out: Path, seed: int) -> None:
     audio_dir.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, object]] = []
     warnings: list[str] = []
-    for language in LANGUAGES:
+    for language in languages:
         for emotion in EMOTION_NAMES:
-            entry, warns = make_sample(language, emotion, seed, audio_dir)
+            entry, warns = make_sample(language, emotion, seed, audio_dir, voices)
             entries.append(entry)
             warnings.extend(warns)
-    neutral_s = make_neutral(out, seed)
+    neutral_s = make_neutral(out, seed, voices[1])
     entries.sort(key=lambda e: str(e["id"]))
     lines = [json.dumps(e, ensure_ascii=False) for e in entries]
     write_text(out / "manifest.jsonl", "\n".join(lines) + "\n")
@@ -766,9 +783,19 @@ def generate(out: Path, seed: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     here = Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description="Regenerate the demo benchmark with espeak-ng.")
-    parser.add_argument("--out", type=Path, default=here / "demo", help="output directory")
+    parser.add_argument("--out", type=Path, help="output directory (default recordings/demo)")
     parser.add_argument("--seed", type=int, default=0, help="seed for pauses, gaps, noise")
+    parser.add_argument(
+        "--heldout",
+        action="store_true",
+        help=f"the held-out set: voices {' '.join(HELDOUT_VOICES)}, languages "
+        f"{' '.join(HELDOUT_LANGUAGES)} (default out: recordings/demo-heldout)",
+    )
     args = parser.parse_args(argv)
+    voices, languages = (VOICE_A, VOICE_B), LANGUAGES
+    if args.heldout:
+        voices, languages = HELDOUT_VOICES, HELDOUT_LANGUAGES
+    out = args.out or here / ("demo-heldout" if args.heldout else "demo")
     if shutil.which("espeak-ng") is None:
         print(
             "make_demo.py: espeak-ng is not on PATH; it is needed only to regenerate the demo, "
@@ -778,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.path.insert(0, str(here.parent))  # simulator.core.emotions, when run from a checkout
     try:
-        generate(args.out, args.seed)
+        generate(out, args.seed, voices, languages)
     except (DemoError, OSError, sf.LibsndfileError) as exc:
         print(f"make_demo.py: {exc}", file=sys.stderr)
         return 1

@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from scoring.models.base import emotion_matrix
 from simulator.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO, is_bundle, read_meta
 from simulator.core.emotions import EMOTIONS
 from simulator.core.errors import ConfigError
-from simulator.scoring_run import ScoreCache, cache_path
+from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 
 __all__ = ["FORMATS", "sample_records", "write_records"]
@@ -62,12 +61,14 @@ def _scores(cache: ScoreCache, row: ResultRow) -> dict[str, Any]:
     it matches the reference emotion (None where there is no reply score)."""
     out: dict[str, Any] = {}
     for part in ("reply", "reference"):
-        values = cache.vector(f"{part}/{row.sample_id}")
-        out[part] = None if values is None else dict(zip(cache.dimensions, values, strict=True))
+        key = f"{part}/{row.sample_id}"
+        values = cache.vector(key)
+        dims = cache.dimensions_of(key)
+        out[part] = None if values is None else dict(zip(dims, values, strict=True))
     top = None
-    if out["reply"] is not None:
-        twelve = emotion_matrix(np.asarray([list(out["reply"].values())]), cache.dimensions)
-        top = EMOTIONS[int(np.argmax(twelve[0]))].name
+    reply = cache.emotions(f"reply/{row.sample_id}")
+    if reply is not None:
+        top = EMOTIONS[int(np.argmax(reply))].name
     out["reply_top"] = top
     out["match"] = None if top is None or not row.emotion else top == row.emotion
     return out

@@ -18,6 +18,7 @@ from typing import Any
 from clients.base import ClientConfig
 from simulator.core.errors import ConfigError
 from simulator.core.names import NAME_HINT, is_name
+from simulator.core.provenance import endpoint_kind
 
 __all__ = [
     "ModelProfile",
@@ -56,6 +57,14 @@ class ModelProfile:
     description: str = ""
     fake_behaviour: str | None = None  # set for fake:BEHAVIOUR models, served locally
     source: str = ""
+    url_overridden: bool = False  # ``url`` was replaced on the command line (``--url``)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the model really is: hosted, local, fake or override (``endpoint_kind``)."""
+        return endpoint_kind(
+            self.url, fake=self.fake_behaviour is not None, overridden=self.url_overridden
+        )
 
     def describe(self) -> dict[str, Any]:
         """Everything about the profile that is safe to record: the key's variable name, never its value."""
@@ -69,6 +78,8 @@ class ModelProfile:
             "options": dict(self.options),
             "fake_behaviour": self.fake_behaviour,
             "source": self.source,
+            "endpoint": self.endpoint,
+            "url_overridden": self.url_overridden,
         }
 
 

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +37,7 @@ from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
 from simulator.core.errors import ConfigError, StorageError
 from simulator.core.names import check_name
+from simulator.core.provenance import BenchmarkId, benchmark_id
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import speech_end
 from simulator.core.vad import VadConfig
@@ -43,7 +45,7 @@ from simulator.fakes import FakeModelProcess
 from simulator.lifeline import watch_owner
 from simulator.profiles import ModelProfile, client_config
 from simulator.progress import Progress
-from simulator.recording import record_session, remove_unfinished
+from simulator.recording import package_versions, record_session, remove_unfinished
 from simulator.runlock import run_lock
 from simulator.session import (
     CONTEXT_RATE,
@@ -190,27 +192,52 @@ def _check_writable(run_dir: Path) -> None:
         raise ConfigError(f"{run_dir}: run directory is not writable ({exc.strerror})") from None
 
 
+def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> dict[str, Any]:
+    """What the run measured with, written once when it starts: the benchmark (a digest of its
+    manifest and audio), the model and where it really was, every setting, package versions."""
+    audio = [p for s in bench for p in (s.context, s.reference) if p is not None]
+    return {
+        "run_id": opts.run_id,
+        "model": profile.describe(),
+        "benchmark": benchmark_id(bench.manifest, audio, len(bench)).to_dict(),
+        "settings": opts.settings.describe(),
+        "run": {
+            "concurrency": opts.concurrency,
+            "max_attempts": opts.retry.max_attempts,
+            "shard": list(opts.shard) if opts.shard else None,
+        },
+        "duplexsim": __version__,
+        "packages": package_versions(),
+    }
+
+
 def _open_store(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> RunStore:
     _check_writable(opts.run_dir)
     store = RunStore(opts.run_dir / store_filename(opts.shard))
     existing = store.meta()
-    if existing and existing.get("model", {}).get("name") != profile.name:
+    identity = run_identity(opts, profile, bench)
+    problem = _resume_problem(existing, identity)
+    if problem:
         store.close()
-        raise ConfigError(
-            f"run '{opts.run_id}' already holds results of model "
-            f"'{existing['model'].get('name')}'; choose another --run-id"
-        )
-    store.set_meta(
-        {
-            "run_id": opts.run_id,
-            "model": profile.describe(),
-            "benchmark": str(bench.manifest),
-            "settings": opts.settings.describe(),
-            "duplexsim": __version__,
-            "created": existing.get("created", datetime.now(UTC).isoformat()),
-        }
-    )
+        raise ConfigError(f"run '{opts.run_id}' {problem}; choose another --run-id")
+    if not existing.get("created"):  # written once: a resumed run keeps what it started with
+        store.set_meta({**identity, "created": datetime.now(UTC).isoformat()})
     return store
+
+
+def _resume_problem(existing: dict[str, Any], identity: dict[str, Any]) -> str | None:
+    """Why a run's results cannot take this run's samples (another model, benchmark, place)."""
+    if not existing:
+        return None
+    old, new = existing.get("model", {}), identity["model"]
+    if old.get("name") != new["name"]:
+        return f"already holds results of model '{old.get('name')}'"
+    if old.get("endpoint", new["endpoint"]) != new["endpoint"]:
+        return f"was run against a {old.get('endpoint')} endpoint, this one is {new['endpoint']}"
+    was = BenchmarkId.from_meta(existing.get("benchmark"))
+    if was.digest is not None and was.digest != identity["benchmark"]["digest"]:
+        return f"was run on benchmark {was.label}, not this one"
+    return None
 
 
 def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:

@@ -1,22 +1,23 @@
 """Scoring a run: cut each reply and reference to what MIRRORING scores, send them to a scorer,
-and cache the scores per scorer in the run directory so a second call is instant.
+and cache the scores in the run directory so a second call is instant.
 
 What is scored: the model's reply from its first to its last voiced frame, 16 kHz mono, at most
 30 s; and Speaker B's reference reply, 16 kHz mono, at most 30 s.
 
-A cache holds scores of one precision (``fp32``, ``bf16`` ...; null for a scorer without one, and
-for caches written before precisions were recorded): asking for another precision rescores the
-run, and so does a fresh score that comes back at another precision than the cached ones.
+Scores are kept per scorer identity (name, weights digest, precision, code version;
+``simulator.core.provenance``): a probe clip scored first says which identity answers, and a cache
+made by another one is scored anew. References are scored once per benchmark and identity: from
+the manifest's ``reference_scores`` when they carry this identity, else from the benchmark's
+reference cache (``simulator.score_cache``), which the first run on a benchmark fills.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,13 +25,14 @@ from numpy.typing import NDArray
 from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
 from simulator.core.audio import read_audio, resample
 from simulator.core.bundle import OUTPUT, read_meta
-from simulator.core.errors import ConfigError, InputError, StorageError
-from simulator.core.files import write_text_atomic
+from simulator.core.errors import ConfigError, InputError
+from simulator.core.provenance import ScorerIdentity
+from simulator.references import References
+from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 
-__all__ = ["ClipJob", "ScoreCache", "ScoreOutcome", "collect_clips", "score_run"]
+__all__ = ["ClipJob", "ScoreOutcome", "collect_clips", "identify", "probe_clip", "score_run"]
 
-CACHE_VERSION = 1
 BATCH = 16
 
 
@@ -38,7 +40,7 @@ class ScoreLike(Protocol):
     dimensions: Sequence[str]
     values: NDArray[np.float32] | None
     error: str | None
-    precision: str | None
+    precision: str | None  # and, where the scorer reports them, ``weights`` and ``version``
 
 
 Scorer = Callable[[list[NDArray[np.float32]]], Awaitable[Sequence[ScoreLike]]]
@@ -57,9 +59,15 @@ class ClipJob:
 @dataclass(frozen=True)
 class ScoreOutcome:
     scored: int  # newly scored
-    cached: int  # taken from the cache
+    cached: int  # taken from the run's cache
     errors: dict[str, str]  # key -> why it could not be scored
-    precision: str | None = None  # the one precision of the run's cached scores
+    identity: ScorerIdentity
+    shared: int = 0  # references taken from the benchmark's (manifest or reference cache)
+    references_scored: int = 0  # of ``scored``
+
+    @property
+    def precision(self) -> str | None:
+        return self.identity.precision
 
 
 def cut_reply(
@@ -121,80 +129,33 @@ def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
     return jobs, problems
 
 
-class ScoreCache:
-    """``scores/<scorer>.json`` in a run directory: values per clip key, tied to the clip's digest,
-    all computed at one ``precision``. Given a ``precision``, a cache made at another one (or
-    recording none) is read as empty; without, the cache is taken at whatever it records."""
-
-    def __init__(self, path: Path, scorer: str, precision: str | None = None) -> None:
-        self.path = path
-        self.scorer = scorer
-        self.precision = precision
-        self.dimensions: list[str] = []
-        self.items: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            self._load()
-
-    def _load(self) -> None:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(
-                f"{self.path}: unreadable score cache ({exc}); delete it to rescore"
-            ) from None
-        if data.get("version") != CACHE_VERSION or data.get("scorer") != self.scorer:
-            return  # stale format or another scorer: start afresh
-        recorded = data.get("precision")  # absent (None) in caches from before it was recorded
-        if self.precision is not None and recorded != self.precision:
-            return  # made at another precision: start afresh
-        self.precision = recorded
-        self.dimensions = list(data["dimensions"])
-        self.items = dict(data["items"])
-
-    def get(self, job: ClipJob) -> list[float] | None:
-        item = self.items.get(job.key)
-        if item is None or item.get("digest") != job.digest:
-            return None
-        values: list[float] = item["values"]
-        return values
-
-    def put(
-        self,
-        job: ClipJob,
-        dimensions: Sequence[str],
-        values: Sequence[float],
-        precision: str | None = None,
-    ) -> None:
-        if self.dimensions and list(dimensions) != self.dimensions:
-            self.items.clear()  # the scorer's dimensions changed: older values do not line up
-        if precision != self.precision:
-            self.items.clear()  # never mix precisions (score_run rescores what this drops)
-        self.precision = precision
-        self.dimensions = list(dimensions)
-        self.items[job.key] = {"digest": job.digest, "values": [float(v) for v in values]}
-
-    def save(self) -> None:
-        """Write the cache; a read-only or full disk is a StorageError naming the file."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(self.path.parent, exc, "create") from None
-        data = {
-            "version": CACHE_VERSION,
-            "scorer": self.scorer,
-            "precision": self.precision,
-            "dimensions": self.dimensions,
-            "items": self.items,
-        }
-        write_text_atomic(self.path, json.dumps(data))
-
-    def vector(self, key: str) -> list[float] | None:
-        item = self.items.get(key)
-        return None if item is None else list(item["values"])
+PROBE_S = 1.0
 
 
-def cache_path(run_dir: Path, scorer: str) -> Path:
-    return run_dir / "scores" / f"{scorer}.json"
+def probe_clip() -> NDArray[np.float32]:
+    """One second of a voiced, gliding harmonic sound: any scorer can score it, the same always."""
+    t = np.arange(int(PROBE_S * SAMPLE_RATE)) / SAMPLE_RATE
+    phase = 2 * np.pi * (140.0 * t + 15.0 * t**2)
+    wave = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = np.minimum(1.0, np.minimum(t, PROBE_S - t) / 0.05)
+    return (0.2 * envelope * wave).astype(np.float32)
+
+
+async def identify(scorer: str, score: Scorer) -> ScorerIdentity:
+    """The identity of whatever answers for ``scorer`` now (its weights, precision, version)."""
+    (result,) = await score([probe_clip()])
+    if result.error is not None or result.values is None:
+        raise ConfigError(f"scorer '{scorer}' cannot score a probe clip: {result.error}")
+    return _identity(scorer, result)
+
+
+def _identity(scorer: str, result: ScoreLike) -> ScorerIdentity:
+    return ScorerIdentity(
+        scorer,
+        getattr(result, "weights", None),
+        result.precision,
+        getattr(result, "version", None),
+    )
 
 
 async def score_run(
@@ -202,24 +163,26 @@ async def score_run(
     scorer: str,
     score: Scorer,
     *,
-    precision: str | None = None,
+    rescore: bool = False,
     batch: int = BATCH,
     samples: Collection[str] | None = None,
 ) -> ScoreOutcome:
-    """Score every clip of a run that the cache lacks; the cache is saved after every batch.
+    """Score every clip of a run that the caches lack; the run's cache is saved after every batch.
 
-    ``precision`` is the one asked for (None: the scorer's default); a cache at another one is
-    rescored. When the first fresh score comes back at another precision than the cached ones,
-    those are rescored too; fresh scores at two precisions (workers set up differently) are a
-    ConfigError. ``samples`` (None: all) are the sample ids to score.
+    ``rescore``: score every clip anew, references included. Fresh scores from another identity
+    than the probe's (workers set up differently) are a ConfigError: never mixed in a cache.
+    ``samples`` (None: all) are the sample ids to score.
     """
     jobs, errors = collect_clips(run_dir)
     if samples is not None:  # keys are "reply/<id>" and "reference/<id>"
         jobs = [j for j in jobs if j.key.partition("/")[2] in samples]
         errors = {k: e for k, e in errors.items() if k.partition("/")[2] in samples}
-    cache = ScoreCache(cache_path(run_dir, scorer), scorer, precision)
-    todo = [job for job in jobs if cache.get(job) is None]
-    fresh: set[str | None] = set()
+    identity = await identify(scorer, score)
+    cache = ScoreCache(cache_path(run_dir, scorer), identity, fresh=rescore)
+    cached = sum(1 for job in jobs if cache.get(job.key, job.digest) is not None)
+    refs = References.for_run(run_dir, identity, fresh=rescore)
+    shared = refs.fill(cache, [j for j in jobs if cache.get(j.key, j.digest) is None])
+    todo = [job for job in jobs if cache.get(job.key, job.digest) is None]
     done = 0
     while done < len(todo):
         chunk = todo[done : done + batch]
@@ -229,28 +192,29 @@ async def score_run(
             if result.error is not None or result.values is None:
                 errors[job.key] = result.error or "no scores"
                 continue
-            if not fresh and result.precision != cache.precision:
-                todo += [j for j in jobs if cache.get(j) is not None]  # put() drops them
-            _check_one_precision(fresh, result.precision, run_dir, scorer)
-            cache.put(job, result.dimensions, result.values.tolist(), result.precision)
+            _check_identity(identity, _identity(scorer, result), run_dir)
+            cache.put(job.key, job.digest, result.dimensions, result.values.tolist())
+            refs.put(job, result.dimensions, result.values.tolist())
         cache.save()
-    if not todo and not cache.path.exists():
-        cache.save()
+    if not todo:
+        cache.save()  # the identity and shared references are recorded even with nothing new
+    refs.save()
     return ScoreOutcome(
         scored=len(todo) - sum(1 for j in todo if j.key in errors),
-        cached=len(jobs) - len(todo),
+        cached=cached,
         errors=errors,
-        precision=cache.precision,
+        identity=identity,
+        shared=shared,
+        references_scored=sum(
+            1 for j in todo if j.key.startswith("reference/") and j.key not in errors
+        ),
     )
 
 
-def _check_one_precision(
-    seen: set[str | None], precision: str | None, run_dir: Path, scorer: str
-) -> None:
-    if seen and precision not in seen:
-        both = " and ".join(str(p) for p in sorted(seen | {precision}, key=str))
+def _check_identity(probed: ScorerIdentity, fresh: ScorerIdentity, run_dir: Path) -> None:
+    if fresh != probed:
         raise ConfigError(
-            f"{run_dir}: {scorer} scores came back at {both}: the scoring workers run at "
-            "different precisions; start them with the same --precision"
+            f"{run_dir}: {probed.name} scores came back from {probed.label()} and from "
+            f"{fresh.label()}: the scoring workers differ (weights, precision or version); "
+            "start them alike"
         )
-    seen.add(precision)

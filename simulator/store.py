@@ -9,7 +9,7 @@ import dataclasses
 import json
 import sqlite3
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,7 @@ def _column(name: str, hint: Any) -> tuple[str, str, bool]:
 _HINTS = typing.get_type_hints(ResultRow)
 _COLUMNS = [_column(f.name, _HINTS[f.name]) for f in dataclasses.fields(ResultRow)]
 COLUMNS = tuple(name for name, _, _ in _COLUMNS)
+_BOOLS = tuple(name for name in COLUMNS if _base(_HINTS[name]) is bool)
 # the measurements among them (numbers, NULL when not measured)
 MEASURES = tuple(
     name for name, _, nullable in _COLUMNS if nullable and _base(_HINTS[name]) in (int, float)
@@ -139,14 +140,16 @@ class RunStore:
 
     def rows(self) -> list[ResultRow]:
         cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
-        return _result_rows(cur)
+        return [_row(values) for values in cur]
 
 
-def _result_rows(cursor: Iterable[tuple[Any, ...]]) -> list[ResultRow]:
-    rows = [ResultRow(*r) for r in cursor]
-    return [
-        r if r.timing_valid is None else replace(r, timing_valid=bool(r.timing_valid)) for r in rows
-    ]
+def _row(values: tuple[Any, ...]) -> ResultRow:
+    """A row as read back: SQLite keeps booleans as 0 and 1."""
+    row = ResultRow(*values)
+    flags: dict[str, Any] = {
+        n: bool(getattr(row, n)) for n in _BOOLS if getattr(row, n) is not None
+    }
+    return replace(row, **flags) if flags else row
 
 
 def _store_files(run_dir: Path) -> Iterator[Path]:
@@ -190,7 +193,7 @@ def _read_only(path: Path) -> tuple[dict[str, Any], list[ResultRow]]:
         ]
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM run_meta")}
         cur = db.execute(f"SELECT {', '.join(picks)} FROM results ORDER BY sample_id")
-        return meta, _result_rows(cur)
+        return meta, [_row(values) for values in cur]
     except sqlite3.Error as exc:
         raise ConfigError(f"{path}: cannot read run results ({exc})") from None
     finally:

@@ -64,6 +64,21 @@ def make_benchmark(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Benchmark reference caches of the whole session (module fixtures) stay out of ~/.cache."""
+    import os
+
+    os.environ["DUPLEXSIM_CACHE"] = str(tmp_path_factory.mktemp("duplexsim-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _test_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no benchmark reference cache of its own (counts do not depend on
+    which tests ran before)."""
+    monkeypatch.setenv("DUPLEXSIM_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
 def self_signed_tls(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server context with a fresh self-signed certificate for 127.0.0.1, and a client
     context that trusts it."""

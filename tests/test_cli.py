@@ -101,8 +101,10 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
     lines = result.stdout.splitlines()
     echo = next(line for line in lines if line.startswith("d-echo"))
     silent = next(line for line in lines if line.startswith("d-silent"))
-    assert echo.split()[1:6] == ["3", "3", "0", "0", "100%"]
-    assert silent.split()[1:6] == ["3", "0", "3", "0", "0%"]
+    # the reference models are labelled as fakes wherever the runs are shown
+    assert echo.split()[1:7] == ["[fake]", "3", "3", "0", "0", "100%"]
+    assert silent.split()[1:7] == ["[fake]", "3", "0", "3", "0", "0%"]
+    assert "fake-echo [fake]" in result.stdout
     replay = duplexsim("replay", str(tmp_path / "d-echo"))
     assert "3/3 sessions agree" in replay.stdout, replay.stdout + replay.stderr
     # a loaded machine may push a session's own sends over budget: replay then says which and

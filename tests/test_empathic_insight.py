@@ -539,11 +539,12 @@ def test_score_precision_is_cached_and_another_one_rescores(
 ) -> None:
     run, model = recorded_run, ("--model-path", make_checkpoint())
     cache = cache_path(run, "empathic-insight-voice-small")
-    code, out, err = duplexsim(capsys, "score", run, *model, "--precision", "fp32")
+    code, out, err = duplexsim(capsys, "score", run, *model, "--precision", "fp32", "--rescore")
     assert code == 0, err
-    assert "2 clips scored, 0 from cache" in out and "empathic-insight-voice-small, fp32)" in out
+    assert "2 clips scored, 0 from cache" in out and ", fp32, v1))" in out
     fp32 = json.loads(cache.read_text())
-    assert fp32["precision"] == "fp32"
+    assert fp32["identity"]["precision"] == "fp32"
+    assert fp32["identity"]["weights"].startswith("sha256:")
     assert (
         "0 clips scored, 2 from cache"
         in duplexsim(capsys, "score", run, *model, "--precision", "fp32")[1]
@@ -551,32 +552,73 @@ def test_score_precision_is_cached_and_another_one_rescores(
 
     code, out, err = duplexsim(capsys, "score", run, *model, "--precision", "bf16")
     assert code == 0, err
-    assert "2 clips scored, 0 from cache" in out and "bf16)" in out
+    assert "2 clips scored, 0 from cache" in out and "bf16, v1))" in out
     bf16 = json.loads(cache.read_text())
-    assert bf16["precision"] == "bf16" and bf16["items"].keys() == fp32["items"].keys()
+    assert bf16["identity"]["precision"] == "bf16" and bf16["items"].keys() == fp32["items"].keys()
     for key, item in fp32["items"].items():  # made anew at bf16: close, not equal
         assert bf16["items"][key]["values"] != item["values"]
         np.testing.assert_allclose(bf16["items"][key]["values"], item["values"], atol=0.1)
-    # without --precision a cache that is whole is used at the precision it records
-    code, out, _ = duplexsim(capsys, "score", run, *model)
-    assert "0 clips scored, 2 from cache" in out and "bf16)" in out
 
-    # a cache from before precisions were recorded is stale for an explicit one
-    cache.write_text(json.dumps({k: v for k, v in fp32.items() if k != "precision"}))
+    # a cache from before identities were recorded (name and precision only) is rescored; the
+    # reference comes from the benchmark's reference cache the first fp32 scoring filled
+    old = {"version": 1, "scorer": "empathic-insight-voice-small", "precision": "fp32"}
+    cache.write_text(json.dumps(old | {k: fp32[k] for k in ("dimensions", "items")}))
     code, out, _ = duplexsim(capsys, "score", run, *model, "--precision", "fp32")
+    assert "1 clips scored, 0 from cache, 1 references from the benchmark's" in out
+    again = json.loads(cache.read_text())["items"]
+    assert again.keys() == fp32["items"].keys()
+    for key, item in fp32["items"].items():  # fp32 in another batch: equal to rounding
+        np.testing.assert_allclose(again[key]["values"], item["values"], rtol=1e-5, atol=1e-6)
+
+
+def test_other_weights_rescore_and_rescore_recomputes(
+    recorded_run: Path, make_checkpoint: Callable[..., Path], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    run = recorded_run
+    cache = cache_path(run, "empathic-insight-voice-small")
+    first = make_checkpoint()
+    code, out, err = duplexsim(capsys, "score", run, "--model-path", first, "--precision", "fp32")
+    assert code == 0, err
+    before = json.loads(cache.read_text())
+    assert (
+        "0 clips scored, 2 from cache"
+        in duplexsim(capsys, "score", run, "--model-path", first, "--precision", "fp32")[1]
+    )
+    # the same file layout and names, other head weights: every clip is scored anew
+    other = shutil.copytree(first, tmp_path / "other")
+    save_heads(other, HEAD_NAMES, seed=900)
+    code, out, err = duplexsim(capsys, "score", run, "--model-path", other, "--precision", "fp32")
+    assert code == 0, err
     assert "2 clips scored, 0 from cache" in out
-    assert json.loads(cache.read_text())["items"] == fp32["items"]
+    after = json.loads(cache.read_text())
+    assert after["identity"]["weights"] != before["identity"]["weights"]
+    assert after["items"]["reply/s0"]["values"] != before["items"]["reply/s0"]["values"]
+    # --rescore: scored anew with the same weights, to the same values
+    code, out, err = duplexsim(
+        capsys, "score", run, "--model-path", other, "--precision", "fp32", "--rescore"
+    )
+    assert "2 clips scored, 0 from cache" in out
+    rescored = json.loads(cache.read_text())["items"]
+    for key, item in after["items"].items():
+        np.testing.assert_allclose(rescored[key]["values"], item["values"], rtol=1e-5, atol=1e-6)
 
 
 def fake_scorer(*precisions: str) -> Any:
-    """Scores every clip by its length; call k answers at ``precisions[k]``."""
+    """Scores every clip by its length; call k answers at ``precisions[k]`` (the first call is
+    the identity probe)."""
     answers = iter(precisions)
 
     async def score(clips: list[np.ndarray]) -> list[SimpleNamespace]:
         at = next(answers)
         return [
             SimpleNamespace(
-                dimensions=("n",), values=np.array([c.size], np.float32), error=None, precision=at
+                dimensions=("n",),
+                values=np.array([c.size], np.float32),
+                error=None,
+                precision=at,
+                weights="sha256:0",
+                version="1",
             )
             for c in clips
         ]
@@ -584,28 +626,20 @@ def fake_scorer(*precisions: str) -> Any:
     return score
 
 
-def test_scores_of_two_precisions_are_never_mixed_in_a_cache(recorded_run: Path) -> None:
-    first = asyncio.run(score_run(recorded_run, "fake", fake_scorer("fp32")))
+def test_scores_of_two_identities_are_never_mixed_in_a_cache(recorded_run: Path) -> None:
+    first = asyncio.run(score_run(recorded_run, "fake", fake_scorer("fp32", "fp32"), rescore=True))
     assert (first.scored, first.cached, first.precision) == (2, 0, "fp32")
-    # an older cache (no precision recorded) lacking one clip: the fresh bf16 score makes the
-    # cached one stale, so it is rescored too
-    path = cache_path(recorded_run, "fake")
-    data = json.loads(path.read_text())
-    del data["precision"], data["items"]["reply/s0"]
-    path.write_text(json.dumps(data))
-    second = asyncio.run(score_run(recorded_run, "fake", fake_scorer("bf16", "bf16"), batch=1))
+    # a probe at bf16: the fp32 cache is stale, every clip is scored anew
+    second = asyncio.run(
+        score_run(recorded_run, "fake", fake_scorer("bf16", "bf16", "bf16"), batch=1)
+    )
     assert (second.scored, second.cached, second.precision) == (2, 0, "bf16")
-    assert json.loads(path.read_text())["precision"] == "bf16"
+    path = cache_path(recorded_run, "fake")
+    assert json.loads(path.read_text())["identity"]["precision"] == "bf16"
     # workers at two precisions within one call: refused, not mixed
-    with pytest.raises(ConfigError, match="came back at bf16 and fp32: the scoring workers"):
+    with pytest.raises(ConfigError, match=r"fp32, v1\) and from fake \(weights sha256:0, bf16"):
         asyncio.run(
-            score_run(
-                recorded_run,
-                "fake",
-                fake_scorer("fp32", "bf16"),
-                precision="fp32",
-                batch=1,
-            )
+            score_run(recorded_run, "fake", fake_scorer("fp32", "bf16"), rescore=True, batch=1)
         )
 
 

@@ -200,8 +200,11 @@ def test_a_run_id_with_dollars_plots_as_written(tmp_path: Path) -> None:
     run = recorded_run(tmp_path)
     assert main(["score", str(run)]) == 0
     # runs named before run ids were checked: not valid math text, matplotlib raised on it
-    report = dataclasses.replace(build_report(run, None, seed=0), run_id="run$_$1")
-    assert emotion_bars([report], tmp_path / "bars.png").stat().st_size > 0
+    from simulator.report.groups import group_reports
+
+    report = dataclasses.replace(build_report(run, None, seed=0), run_id="run$_$1", model="m$_$")
+    (group,) = group_reports([report])
+    assert emotion_bars(group, tmp_path / "bars.png").stat().st_size > 0
 
 
 # --- case 12: leftovers of a killed build --------------------------------------------------------

@@ -126,15 +126,20 @@ def test_report_metrics_match_the_cached_scores(two_runs):
     report = build_report(two_runs[0], "prosody")
     cache = ScoreCache(cache_path(two_runs[0], "prosody"), "prosody")
     assert report.metrics.n == 3 and report.metrics.n_replied == 3
-    # the reference score the report uses is the cached value of the reference's own emotion column
+    # the reference score the report uses is the reference's own emotion column of the cached
+    # scores, the references taken together as one speaker (prosody judges a voice against its
+    # own register)
     from scoring.models.base import emotion_matrix
+    from scoring.models.prosody import ProsodyScorer
     from simulator.core.emotions import emotion_index
 
-    refs = []
-    for row_id, emotion in (("s0", "Anger"), ("s1", "Sadness"), ("s2", "Pride")):
-        vec = emotion_matrix(np.asarray([cache.vector(f"reference/{row_id}")]), cache.dimensions)
-        refs.append(vec[0, emotion_index(emotion)])
+    labels = (("s0", "Anger"), ("s1", "Sadness"), ("s2", "Pride"))
+    raw = np.asarray([cache.vector(f"reference/{i}") for i, _ in labels], np.float32)
+    vecs = emotion_matrix(ProsodyScorer.speaker_normalise(raw, cache.dimensions), cache.dimensions)
+    refs = [vecs[k, emotion_index(e)] for k, (_, e) in enumerate(labels)]
     assert report.metrics.ref_score == pytest.approx(np.mean(refs))
+    unnormalised = emotion_matrix(raw, cache.dimensions)
+    assert not np.allclose(vecs, unnormalised)  # the normalisation is not a no-op here
 
 
 def test_report_errors_are_clear(tmp_path, two_runs):

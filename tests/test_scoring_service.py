@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -46,6 +47,7 @@ from scoring.service.security import is_local_endpoint
 from simulator.cli import main
 from simulator.core.emotions import HEAD_NAMES
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import ScorerIdentity
 from simulator.core.retry import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,10 +296,17 @@ def test_reply_round_trip_ok_and_error() -> None:
         "r3", "eiv", ok=True, dimensions=("a",), values=np.ones(1, np.float32), precision="bf16"
     )
     assert wire.decode_reply(wire.encode_reply(at)).precision == "bf16"
+    who = dataclasses.replace(at, weights="sha256:ab", version="3")
+    back = ScoreResult.from_reply(wire.decode_reply(wire.encode_reply(who)))
+    assert back.identity == ScorerIdentity("eiv", "sha256:ab", "bf16", "3")
     header = json.loads(wire.encode_reply(ok)[1])
-    del header["precision"]  # an older worker's reply
+    for name in ("precision", "weights", "version"):  # an older worker's reply
+        del header[name]
     older = [wire.VERSION, json.dumps(header).encode(), wire.encode_reply(ok)[2]]
     assert wire.decode_reply(older).precision is None
+    assert not ScoreResult.from_reply(wire.decode_reply(older)).identity.known
+    with pytest.raises(WireError, match="'weights' must be a string or null"):
+        wire.decode_reply([wire.VERSION, json.dumps({**header, "weights": 16}).encode(), older[2]])
     with pytest.raises(WireError, match="'precision' must be a string or null"):
         wire.decode_reply(
             [wire.VERSION, json.dumps({**header, "precision": 16}).encode(), older[2]]

@@ -25,7 +25,7 @@ from simulator.core.emotions import EMOTION_NAMES, HEAD_NAMES
 from simulator.core.errors import ConfigError, InputError
 from simulator.profiles import ModelProfile
 from simulator.runner import RunOptions, execute_run
-from simulator.scoring_run import CACHE_VERSION, cache_path
+from simulator.score_cache import cache_path
 from simulator.session import SessionSettings
 from simulator.store import ResultRow, RunStore, read_results
 from simulator.viewer import write as write_module
@@ -117,7 +117,8 @@ def write_scores(run_dir: Path, tops: dict[str, str], scorer: str = "prosody") -
             items[f"reply/{row.sample_id}"] = {"digest": "x", "values": reply}
     path = cache_path(run_dir, scorer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"version": CACHE_VERSION, "scorer": scorer, "dimensions": HEAD_NAMES, "items": items}
+    # a version 1 cache (scorer name only): older caches still report
+    data = {"version": 1, "scorer": scorer, "dimensions": HEAD_NAMES, "items": items}
     path.write_text(json.dumps(data), encoding="utf-8")
 
 

@@ -6,16 +6,26 @@ Besides the built-ins below: scorers that installed packages declare as entry po
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from scoring.models.base import EmotionModel
 from scoring.models.weights import installed_scorer
 from simulator.core.errors import ConfigError
 from simulator.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
 
-__all__ = ["EmotionModel", "check_precision", "is_known_scorer", "load_scorer", "scorer_names"]
+__all__ = [
+    "EmotionModel",
+    "check_precision",
+    "is_known_scorer",
+    "load_scorer",
+    "scorer_names",
+    "speaker_normaliser",
+]
 
 # name -> ("module:Class", fixed keyword arguments)
 _SCORERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -59,6 +69,22 @@ def load_scorer(
     fixed = _SCORERS[name][1] if name in _SCORERS else {}
     model: EmotionModel = cls(model_path=model_path, device=device, **fixed, **options)
     return model
+
+
+def speaker_normaliser(
+    name: str,
+) -> Callable[[NDArray[np.float32], Sequence[str]], NDArray[np.float32]] | None:
+    """The scorer's ``speaker_normalise``, or None when it has none or is not installed here
+    (scores from a service whose scorer this machine cannot import are used as they came)."""
+    try:
+        cls = _scorer_class(name)
+    except (ConfigError, ImportError):
+        return None
+    if "speaker_normalise" not in {
+        k for c in cls.__mro__[:-1] if c is not EmotionModel for k in vars(c)
+    }:
+        return None
+    return cls.speaker_normalise
 
 
 def check_precision(name: str, precision: str | None) -> None:

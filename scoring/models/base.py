@@ -28,10 +28,26 @@ class EmotionModel(ABC):
     precisions: ClassVar[tuple[str, ...]] = ()
     # The precision its scores are computed at, reported with every score; None: it has none.
     precision: str | None = None
+    # The version of the scoring code: bump it whenever the same audio and weights would score
+    # differently. None: not declared (its scores then never match a cache).
+    version: ClassVar[str | None] = None
+    # What was loaded: ``sha256:...`` over the weights, ``NO_WEIGHTS`` for a fixed rule; None:
+    # unknown (never matches a cache). Reported with every score, with precision and version.
+    weights: str | None = None
 
     @property
     @abstractmethod
     def dimensions(self) -> tuple[str, ...]: ...
+
+    @classmethod
+    def speaker_normalise(
+        cls, scores: NDArray[np.float32], dimensions: Sequence[str]
+    ) -> NDArray[np.float32]:
+        """The scores of clips of one speaker (rows), each judged against that speaker's own
+        register; the default leaves them as they are. Applied when a run's metrics are
+        computed: a run's replies are one speaker (the model), a benchmark's references another.
+        Nothing here may use the clips' reference emotions."""
+        return scores
 
     @abstractmethod
     def score(self, clips: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:

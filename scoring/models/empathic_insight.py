@@ -28,6 +28,7 @@ download`` installs them (``scoring.models.weights``), and an installed scorer i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,6 +61,7 @@ __all__ = [
     "EmpathicInsightVoice",
     "FullEmbeddingMLP",
     "head_filename",
+    "weights_digest",
 ]
 
 log = logging.getLogger(__name__)
@@ -122,6 +124,7 @@ class EmpathicInsightVoice(EmotionModel):
 
     name: ClassVar[str] = "empathic-insight-voice"
     comparable_with_mirroring: ClassVar[bool] = True
+    version: ClassVar[str | None] = "1"
     precisions: ClassVar[tuple[str, ...]] = tuple(PRECISIONS)
 
     def __init__(
@@ -218,6 +221,7 @@ class EmpathicInsightVoice(EmotionModel):
         if self.batch_size < 1:
             raise ConfigError(f"empathic-insight-voice: batch_size must be >= 1, got {batch_size}")
         self._source = source
+        self.weights = weights_digest(encoder, heads)
         self._extractor = extractor
         config: Any = encoder.config
         self._seq_len = int(config.max_source_positions)
@@ -288,6 +292,7 @@ class EmpathicInsightVoice(EmotionModel):
             "source": self._source,
             "device": str(self.device),
             "precision": self.precision,
+            "weights": self.weights,
             "heads": {n: [p, *h] for n, (p, h) in self._head_shapes.items()},
         }
 
@@ -418,6 +423,19 @@ class EmpathicInsightVoice(EmotionModel):
 
 
 # ---------------------------------------------------------------------- loading helpers
+
+
+def weights_digest(encoder: nn.Module, heads: Mapping[str, Mapping[str, torch.Tensor]]) -> str:
+    """``sha256:`` over the tensors actually loaded (encoder, then each head by name): the same
+    for the same weights whether they came from a folder, the hub cache or memory."""
+    h = hashlib.sha256()
+    tensors = [(f"encoder.{k}", v) for k, v in sorted(encoder.state_dict().items())]
+    tensors += [(f"{n}.{k}", v) for n in sorted(heads) for k, v in sorted(heads[n].items())]
+    for key, tensor in tensors:
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{key}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return "sha256:" + h.hexdigest()[:16]
 
 
 def _check_size(size: str) -> str:

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from scoring.models.base import SAMPLE_RATE, EmotionModel
 from simulator.core.emotions import EMOTIONS, HEAD_NAMES
+from simulator.core.provenance import NO_WEIGHTS
 
 __all__ = [
     "FEATURE_NAMES",
@@ -250,14 +251,18 @@ def prosody_features(clip: NDArray[Any]) -> tuple[dict[str, float], bool]:
     return {k: float(np.nan_to_num(val)) for k, val in feats.items()}, True
 
 
-def _rule_vector(feats: dict[str, float], f0_ref_st: float) -> NDArray[np.float64]:
-    """The features as z-scores against REFERENCE (f0 level in semitones re the f0 reference)."""
+def _rule_values(feats: dict[str, float]) -> NDArray[np.float64]:
+    """The rule features' raw values, in REFERENCE order (f0 level in semitones re 100 Hz)."""
     values = dict(feats)
     values["f0_level_st"] = 12.0 * np.log2(max(feats["f0_median_hz"], 1e-6) / 100.0)
-    z = np.empty(len(REFERENCE))
-    for i, (name, mean, sd, _) in enumerate(REFERENCE):
-        m = f0_ref_st if name == "f0_level_st" else mean
-        z[i] = (values[name] - m) / sd
+    return np.array([values[name] for name, _, _, _ in REFERENCE])
+
+
+def _rule_vector(feats: dict[str, float], f0_ref_st: float) -> NDArray[np.float64]:
+    """The features as z-scores against REFERENCE (f0 level in semitones re the f0 reference)."""
+    raw = _rule_values(feats)
+    means = np.array([f0_ref_st if r[0] == "f0_level_st" else r[1] for r in REFERENCE])
+    z: NDArray[np.float64] = (raw - means) / np.array([r[2] for r in REFERENCE])
     return z
 
 
@@ -280,6 +285,7 @@ class ProsodyScorer(EmotionModel):
 
     name: ClassVar[str] = "prosody"
     comparable_with_mirroring: ClassVar[bool] = False
+    version: ClassVar[str | None] = "2"
 
     def __init__(
         self,
@@ -298,6 +304,10 @@ class ProsodyScorer(EmotionModel):
             if not (F0_MIN_HZ <= float(f0_reference_hz) <= F0_MAX_HZ):
                 raise ValueError(f"f0_reference_hz must be within {F0_MIN_HZ:g}-{F0_MAX_HZ:g} Hz")
             self._f0_ref_st = 12.0 * float(np.log2(float(f0_reference_hz) / 100.0))
+        # no weights; a changed setting of the rule scores differently, so it is named here
+        self.weights = (
+            NO_WEIGHTS if f0_reference_hz is None else f"rule:f0_reference_hz={f0_reference_hz:g}"
+        )
         self._dimensions = (*HEAD_NAMES, *FEATURE_NAMES)
 
     @property
@@ -320,4 +330,35 @@ class ProsodyScorer(EmotionModel):
         out = np.zeros((len(clips), len(self._dimensions)), dtype=np.float32)
         for i, clip in enumerate(clips):
             out[i] = self.score_one(clip)
+        return out
+
+    @classmethod
+    def speaker_normalise(
+        cls, scores: NDArray[np.float32], dimensions: Sequence[str]
+    ) -> NDArray[np.float32]:
+        """The 12 emotions again with every rule feature measured from this speaker's own
+        average over the clips given (their register, habitual rate, pausing, level and
+        brightness) instead of the fixed reference means: a male voice at 107 Hz is then not read
+        as sad against the default 212 Hz. The reference SDs stay. Rows without voice, and scores
+        lacking the feature columns, are left as they are."""
+        index = {name: i for i, name in enumerate(dimensions)}
+        if any(name not in index for name in (*HEAD_NAMES, *FEATURE_NAMES)):
+            return scores
+        out = np.array(scores, dtype=np.float32, copy=True)
+        f0 = out[:, index["f0_median_hz"]]
+        voiced = np.flatnonzero(np.isfinite(f0) & (f0 >= F0_MIN_HZ))
+        if voiced.size == 0:
+            return out
+        feats = [{n: float(out[row, index[n]]) for n in FEATURE_NAMES} for row in voiced]
+        raw = np.array([_rule_values(f) for f in feats])
+        z = (raw - raw.mean(axis=0)) / np.array([r[2] for r in REFERENCE])
+        heads = [index[h] for h in HEAD_NAMES]
+        for row, zrow in zip(voiced, z, strict=True):
+            out[row, heads] = emotion_scores(zrow)
+        return out
+        register_st = 12.0 * float(np.log2(float(np.median(f0[voiced])) / 100.0))
+        heads = [index[h] for h in HEAD_NAMES]
+        for row in np.flatnonzero(voiced):
+            feats = {name: float(out[row, index[name]]) for name in FEATURE_NAMES}
+            out[row, heads] = emotion_scores(_rule_vector(feats, register_st))
         return out

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from scoring.service.errors import RETRYABLE_CODES, ScoringError
 from scoring.service.wire import Reply
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import ScorerIdentity
 
 if TYPE_CHECKING:
     from scoring.models.base import EmotionModel
@@ -37,15 +38,28 @@ class ScoreResult:
     code: str | None = None
     retryable: bool = False
     precision: str | None = None
+    weights: str | None = None  # of the weights the scorer loaded (see ScorerIdentity)
+    version: str | None = None  # of the scorer's code
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def identity(self) -> ScorerIdentity:
+        return ScorerIdentity(self.scorer, self.weights, self.precision, self.version)
+
     @classmethod
     def from_reply(cls, reply: Reply) -> ScoreResult:
         if reply.ok:
-            return cls(reply.scorer, reply.dimensions, reply.values, precision=reply.precision)
+            return cls(
+                reply.scorer,
+                reply.dimensions,
+                reply.values,
+                precision=reply.precision,
+                weights=reply.weights,
+                version=reply.version,
+            )
         return cls(
             reply.scorer,
             reply.dimensions,

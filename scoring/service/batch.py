@@ -119,6 +119,8 @@ def _score(model: EmotionModel, scorer: str, requests: list[Request]) -> list[Re
             dimensions=dims,
             values=scores[k].copy(),
             precision=model.precision,
+            weights=model.weights,
+            version=model.version,
         )
         for k, r in enumerate(requests)
     ]

@@ -12,11 +12,14 @@ A reply is three frames::
     [b"DSCORE/1", header, scores]
     header  = UTF-8 JSON {"id": str, "scorer": str, "ok": bool, "error": str | null,
                           "code": str | null, "retryable": bool, "dimensions": [str, ...],
-                          "precision": str | null}
+                          "precision": str | null, "weights": str | null,
+                          "version": str | null}
     scores  = len(dimensions) little-endian float32 values when ok, else empty
 
 ``precision`` is the numeric precision the worker's scorer computed at (``fp32``, ``bf16`` ...;
-null for a scorer without one). It is optional: older workers do not send it (read as null).
+null for a scorer without one); ``weights`` the digest of the weights it loaded and ``version``
+the version of its code (``simulator.core.provenance.ScorerIdentity``). They are optional: older
+workers do not send them (read as null).
 
 The deadline is absolute unix time so it means the same on every machine (up to clock skew).
 Unknown header fields are ignored, so version 1 can grow optional fields; anything else that is
@@ -111,6 +114,8 @@ class Reply:
     code: str | None = None
     retryable: bool = False
     precision: str | None = None
+    weights: str | None = None
+    version: str | None = None
 
 
 # ---- requests ---------------------------------------------------------------------------------
@@ -237,6 +242,8 @@ def encode_reply(reply: Reply) -> list[bytes]:
         "retryable": reply.retryable,
         "dimensions": list(reply.dimensions),
         "precision": reply.precision,
+        "weights": reply.weights,
+        "version": reply.version,
     }
     return [VERSION, _dump(header), scores]
 
@@ -253,9 +260,9 @@ def decode_reply(frames: Sequence[bytes]) -> Reply:
         raise WireError("header field 'error' must be a string or null")
     if code is not None and not isinstance(code, str):
         raise WireError("header field 'code' must be a string or null")
-    precision = obj.get("precision")
-    if precision is not None and not isinstance(precision, str):
-        raise WireError("header field 'precision' must be a string or null")
+    precision, weights, version = (
+        _optional_text(obj, k) for k in ("precision", "weights", "version")
+    )
     values: NDArray[np.float32] | None = None
     if ok:
         if len(frames[2]) != len(dims) * _WIRE_DTYPE.itemsize:
@@ -273,10 +280,19 @@ def decode_reply(frames: Sequence[bytes]) -> Reply:
         code=code,
         retryable=_flag(obj, "retryable"),
         precision=precision,
+        weights=weights,
+        version=version,
     )
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+def _optional_text(obj: dict[str, Any], name: str) -> str | None:
+    value = obj.get(name)
+    if value is not None and not isinstance(value, str):
+        raise WireError(f"header field '{name}' must be a string or null")
+    return value
 
 
 def _check_envelope(frames: Sequence[bytes], max_message_bytes: int) -> None:

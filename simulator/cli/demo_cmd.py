@@ -26,6 +26,7 @@ from simulator.cli.score_cmd import (
     score_runs,
 )
 from simulator.core.benchmark import Benchmark, load_benchmark
+from simulator.core.provenance import run_label
 from simulator.demo_data import demo_benchmark
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile
@@ -122,7 +123,7 @@ async def _run_models(
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
             rows = await execute_run(bench, profile, opts, progress)
-            return summarise_rows(opts.run_id, rows)
+            return summarise_rows(run_label(opts.run_id, profile.describe()), rows)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:

@@ -18,6 +18,7 @@ from simulator.cli.options import (
 from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from simulator.core.benchmark import Benchmark, load_benchmark
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import run_label
 from simulator.core.retry import RetryPolicy
 from simulator.core.timing import TimingBudget
 from simulator.core.turns import TurnSettings
@@ -168,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
         rows = _run_monitored(bench, profile, opts, args)
     else:
         rows = eventloop.run(execute_run(bench, profile, opts))
-    summary = summarise_rows(opts.run_id, rows)
+    summary = summarise_rows(run_label(opts.run_id, profile.describe()), rows)
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
     return 1 if summary.failed else 0
@@ -177,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
 def with_overrides(profile: ModelProfile, args: argparse.Namespace) -> ModelProfile:
     """The profile with ``--url`` and ``-M`` applied."""
     if args.url:
-        profile = dataclasses.replace(profile, url=args.url)
+        profile = dataclasses.replace(profile, url=args.url, url_overridden=True)
     if args.model_option:
         options = model_options(args.model_option, profile.options)
         profile = dataclasses.replace(profile, options=options)

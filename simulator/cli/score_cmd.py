@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     add_selection_arguments(p)
     add_scorer_arguments(p)
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score every clip anew, references included, whatever the caches hold",
+    )
     p.set_defaults(func=_score)
     r = sub.add_parser("report", help="leaderboard of scored runs: terminal, Markdown, HTML, JSON")
     r.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
@@ -147,17 +152,18 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tupl
             await scoring.probe()  # no broker: say so now, not after a deadline per batch
         for run_dir in run_dirs:
             started = time.monotonic()
+            rescore = bool(getattr(args, "rescore", False))
             outcome = await score_run(
-                run_dir, name, score, precision=args.precision, samples=_chosen(args, run_dir)
+                run_dir, name, score, rescore=rescore, samples=_chosen(args, run_dir)
             )
-            at = f", {outcome.precision}" if outcome.precision else ""
+            shared = f", {outcome.shared} references from the benchmark's" if outcome.shared else ""
             source = "" if weights is None else f"; weights {weights}"
             if weights is None and not args.endpoint and name in DOWNLOADABLE:
                 source = "; weights from the Hugging Face cache"
             lines.append(
-                f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache, "
-                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, {name}{at})"
-                f"{source}"
+                f"{run_dir}: {outcome.scored} clips scored, {outcome.cached} from cache{shared}, "
+                f"{len(outcome.errors)} unscored ({time.monotonic() - started:.1f} s, "
+                f"{outcome.identity.label()}){source}"
             )
             lines += [f"  {key}: {why}" for key, why in sorted(outcome.errors.items())[:10]]
             unscored += len(outcome.errors)

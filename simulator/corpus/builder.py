@@ -48,6 +48,7 @@ from simulator.corpus.clips import FloatArray, analyse, context_mix, turn_clip
 from simulator.corpus.report import render_markdown
 from simulator.corpus.turn_scores import TurnScore, score_clips
 from simulator.corpus.turns import Pair, TurnConfig, candidate_pairs, context_start
+from simulator.score_cache import manifest_key
 
 __all__ = [
     "REPORT_JSON",
@@ -412,7 +413,9 @@ def _write_sample(
         "gap_s": _r(c.pair.gap_s),
         "source_id": call.id,
         "reference_scores": {
-            scorer: {e: _f32(v) for e, v in zip(EMOTION_NAMES, c.b.vector, strict=True)}
+            _scores_key(scorer, c.b): {
+                e: _f32(v) for e, v in zip(EMOTION_NAMES, c.b.vector, strict=True)
+            }
         },
         "meta": {
             "a_channel": a.speaker,
@@ -421,6 +424,13 @@ def _write_sample(
             "b_turn_s": [_r(b.start_s), _r(b.end_s)],
         },
     }
+
+
+def _scores_key(scorer: str, score: TurnScore) -> str:
+    """``<scorer>@<identity key>`` when the scorer reported its whole identity (runs on this
+    benchmark then take these scores instead of scoring the references), else its name."""
+    who = score.identity
+    return manifest_key(who) if who is not None and who.known else scorer
 
 
 def _building(out: Path) -> str:

@@ -15,6 +15,7 @@ from scoring.service.api import Scoring
 from simulator.core.audio import float_to_pcm16, pcm16_to_float
 from simulator.core.emotions import EMOTION_NAMES
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import ScorerIdentity
 from simulator.scoring_run import BATCH
 
 __all__ = ["DEADLINE_S", "TurnScore", "as_written", "dominant", "score_clips"]
@@ -29,6 +30,7 @@ Vector = NDArray[np.float64]
 class TurnScore:
     vector: Vector | None  # the 12 emotions in EMOTIONS order; None when unscored
     error: str | None = None
+    identity: ScorerIdentity | None = None  # of the scorer that answered (None: unreported)
 
     @property
     def emotion(self) -> str | None:
@@ -74,7 +76,8 @@ async def score_clips(
             if not np.isfinite(row).all():
                 out.append(TurnScore(None, "the scorer returned non-finite scores"))
                 continue
-            out.append(TurnScore(np.asarray(row, dtype=np.float64)))
+            who = getattr(result, "identity", None)
+            out.append(TurnScore(np.asarray(row, dtype=np.float64), None, who))
         return out
 
     chunks = [clips[i : i + batch] for i in range(0, len(clips), batch)]

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
-from scoring.models.base import MIN_CLIP_S, emotion_matrix
+from scoring.models.base import MIN_CLIP_S
 from simulator.core.errors import ConfigError
+from simulator.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from simulator.core.takeover import TaskTiming, TimedSample, task_timings
-from simulator.scoring_run import ScoreCache, cache_path
+from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 from simulator.summary import RunSummary, summarise_rows
 
@@ -27,13 +28,22 @@ NO_SCORER = "none"  # a timing-only run's report
 class RunReport:
     run_id: str
     run_dir: Path
-    model: str
+    model: str  # as every output shows it: flagged when a fake or a --url override answered
     scorer: str
     comparable: bool  # numbers can be set beside MIRRORING's published ones
     metrics: MirroringMetrics
     timing: RunSummary
     unscored: dict[str, str]  # clip key -> why it has no score
+    identity: ScorerIdentity  # of the scores (unknown parts: a cache from before they were kept)
+    benchmark: BenchmarkId
+    provenance: dict[str, Any]  # the run's identity as recorded (model, settings, packages ...)
     tasks: tuple[TaskTiming, ...] = ()  # Full-Duplex-Bench's take-over rate and latency by task
+
+    @property
+    def group(self) -> tuple[str, ScorerIdentity]:
+        """Runs are ranked together only within one (benchmark, scorer identity)."""
+        bench = self.benchmark.digest or f"path:{self.benchmark.path}"
+        return bench, self.identity
 
     def to_dict(self) -> dict[str, Any]:
         t = self.timing
@@ -42,6 +52,8 @@ class RunReport:
             "run_dir": str(self.run_dir),
             "model": self.model,
             "scorer": self.scorer,
+            "scorer_identity": self.identity.to_dict(),
+            "benchmark": self.benchmark.to_dict(),
             "comparable_with_mirroring": self.comparable,
             "metrics": self.metrics.to_dict(),
             "timing": {
@@ -62,6 +74,7 @@ class RunReport:
             },
             "timing_by_task": [t.to_dict() for t in self.tasks],
             "unscored": self.unscored,
+            "provenance": self.provenance,
         }
 
 
@@ -70,11 +83,7 @@ def available_scorers(run_dir: Path) -> list[str]:
 
 
 def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
-    values = cache.vector(key)
-    if values is None:
-        return None
-    row: np.ndarray = emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0]
-    return row
+    return cache.emotions(key)
 
 
 def out_of_n_reason(row: ResultRow) -> str | None:
@@ -93,15 +102,26 @@ def out_of_n_reason(row: ResultRow) -> str | None:
 def sample_scores(
     rows: list[ResultRow], cache: ScoreCache
 ) -> tuple[list[SampleScores], dict[str, str]]:
-    """One SampleScores per result row; a reply or reference without a score is reported."""
+    """One SampleScores per result row; a reply or reference without a score is reported.
+
+    A run's replies are one speaker's clips and the references another's: a scorer that judges a
+    voice against its own register (``speaker_normalise``) sees each group whole."""
+    from scoring.models import speaker_normaliser
+
+    normalise = speaker_normaliser(cache.scorer)
+    scored = [r for r in rows if r.emotion]  # no reference (a ``talk`` session): timing only
+    replies = cache.speaker_emotions(
+        [f"reply/{r.sample_id}" for r in scored if r.status == "ok"], normalise
+    )
+    references = cache.speaker_emotions(
+        [f"reference/{r.sample_id}" for r in scored if r.status != "failed"], normalise
+    )
     samples: list[SampleScores] = []
     unscored: dict[str, str] = {}
-    for row in rows:
-        if not row.emotion:
-            continue  # no reference (a ``talk`` session): nothing to mirror, timing only
+    for row in scored:
         failed = row.status == "failed"
-        reference = None if failed else _vector(cache, f"reference/{row.sample_id}")
-        reply = _vector(cache, f"reply/{row.sample_id}") if row.status == "ok" else None
+        reference = None if failed else references.get(f"reference/{row.sample_id}")
+        reply = replies.get(f"reply/{row.sample_id}") if row.status == "ok" else None
         out = out_of_n_reason(row)
         if not failed and out is None and reference is None:
             unscored[f"reference/{row.sample_id}"] = "no cached score"
@@ -140,7 +160,9 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
     cache = ScoreCache(cache_path(run_dir, scorer), scorer)
     samples, unscored = sample_scores(rows, cache)
     metrics = compute_metrics(samples, seed=seed)
-    model = str(meta.get("model", {}).get("name", meta.get("run_id", run_dir.name)))
+    raw_model = meta.get("model")
+    model_info: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
+    model = model_label(model_info) if model_info.get("name") else str(meta.get("run_id", ""))
     return RunReport(
         run_id=str(meta.get("run_id", run_dir.name)),
         run_dir=run_dir,
@@ -150,6 +172,9 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         metrics=metrics,
         timing=summarise_rows(run_dir.name, rows),
         unscored=unscored,
+        identity=cache.identity,
+        benchmark=BenchmarkId.from_meta(meta.get("benchmark")),
+        provenance={k: v for k, v in meta.items() if k != "run_id"},
         tasks=tuple(task_timings(_timed(r) for r in rows)),
     )
 

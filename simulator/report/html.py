@@ -8,17 +8,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.report.data import RunReport
+from simulator.report.groups import LEGEND, Group, group_reports, separate_note
 from simulator.report.tables import (
     HEADERS,
     TASK_HEADERS,
     TASK_NOTE,
     _per_emotion_rows,
     _per_language_rows,
-    _scorer_notes,
+    group_notes,
     has_tasks,
     leaderboard_rows,
+    method_line,
     out_of_n_notes,
-    ranked,
     task_rows,
 )
 
@@ -70,38 +71,41 @@ def _image(path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
-def html_report(reports: Sequence[RunReport], plots: Sequence[Path]) -> str:
-    runs = [r.run_id for r in ranked(reports)]
-    warnings = "".join(f'<p class="warn">{html.escape(n)}</p>' for n in _scorer_notes(reports))
-    m = reports[0].metrics if reports else None
-    method = (
-        ""
-        if m is None
-        else (
-            f"<p class='note'>Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
-            f"lift interval: 95% bootstrap over samples ({m.bootstrap} resamples). A sample where the "
-            "model never replied counts in N as a non-match; infrastructure failures are excluded "
-            "and listed in the last column. Click a header to sort.</p>"
-        )
-    )
-    method += "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(reports))
-    sections = [
-        "<h1>MIRRORING leaderboard</h1>",
-        warnings,
-        _table(HEADERS, leaderboard_rows(reports), "leaderboard"),
-        method,
-        "<h2>Match rate by emotion</h2>",
-        _table(["emotion", *runs], _per_emotion_rows(reports), "by-emotion"),
-        "<h2>Match rate by language</h2>",
-        _table(["language", *runs], _per_language_rows(reports), "by-language"),
+def _group_html(group: Group, number: int, plots: Sequence[Path]) -> list[str]:
+    runs = [r.run_id for r in group.reports]
+    return [
+        f"<h2>{html.escape(group.title)}</h2>",
+        "".join(f'<p class="warn">{html.escape(n)}</p>' for n in group_notes(group)),
+        _table(HEADERS, leaderboard_rows(group.reports), f"leaderboard-{number}"),
+        "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(group.reports)),
+        "<h3>Match rate by emotion</h3>",
+        _table(["emotion", *runs], _per_emotion_rows(group.reports), f"by-emotion-{number}"),
+        "<h3>Match rate by language</h3>",
+        _table(["language", *runs], _per_language_rows(group.reports), f"by-language-{number}"),
+        *(_image(p) for p in plots),
     ]
+
+
+def html_report(reports: Sequence[RunReport], plots: Sequence[Sequence[Path]]) -> str:
+    """``plots``: the image files of each group, in group order."""
+    groups = group_reports(reports)
+    note = separate_note(groups)
+    sections = ["<h1>MIRRORING leaderboard</h1>"]
+    if note:
+        sections.append(f'<p class="warn">{html.escape(note)}</p>')
+    for i, group in enumerate(groups):
+        sections += _group_html(group, i + 1, plots[i] if i < len(plots) else ())
+    sections.append(
+        f"<p class='note'>{html.escape(method_line(reports))} Infrastructure failures are "
+        "excluded and listed in the last column. Click a header to sort.</p>"
+    )
+    sections.append(f"<p class='note'>{html.escape(LEGEND)}</p>")
     if has_tasks(reports):
         sections += [
             "<h2>Timing by task</h2>",
             _table(TASK_HEADERS, task_rows(reports), "by-task"),
             f"<p class='note'>{html.escape(TASK_NOTE)}</p>",
         ]
-    sections += [_image(p) for p in plots]
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"
         f"</title><style>{_STYLE}</style></head><body>{''.join(sections)}"

@@ -1,4 +1,4 @@
-"""The leaderboard as a terminal table and as Markdown."""
+"""The leaderboard as a terminal table and as Markdown: one table per group of comparable runs."""
 
 from __future__ import annotations
 
@@ -7,13 +7,16 @@ from collections.abc import Sequence
 
 from simulator.core.emotions import EMOTIONS
 from simulator.report.data import NO_SCORER, RunReport
+from simulator.report.groups import LEGEND, Group, group_reports, ranked, separate_note
 from simulator.textable import render_table
 
 __all__ = [
     "NOT_COMPARABLE",
     "TASK_HEADERS",
+    "group_notes",
     "leaderboard_rows",
     "markdown_report",
+    "ranked",
     "task_rows",
     "terminal_report",
 ]
@@ -21,6 +24,10 @@ __all__ = [
 NOT_COMPARABLE = (
     "NOT COMPARABLE WITH MIRRORING: scored with '{scorer}', not Empathic-Insight-Voice-Small; "
     "these numbers only rank runs scored the same way."
+)
+FLAGGED = (
+    "A model marked [fake] was a local reference model; [URL override: ...] means the profile's "
+    "endpoint was replaced on the command line: neither measured the model its name stands for."
 )
 HEADERS = [
     "#",
@@ -47,14 +54,6 @@ def _pct(x: float) -> str:
 
 def _num(x: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if x is None or math.isnan(x) else fmt.format(x)
-
-
-def ranked(reports: Sequence[RunReport]) -> list[RunReport]:
-    def key(r: RunReport) -> float:
-        m = r.metrics.match_rate
-        return -1.0 if math.isnan(m) else m
-
-    return sorted(reports, key=key, reverse=True)
 
 
 def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
@@ -87,21 +86,28 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+def group_notes(group: Group) -> list[str]:
+    """The warnings a group's table carries."""
+    scored = group.identity.name != NO_SCORER
+    notes = sorted(
+        {NOT_COMPARABLE.format(scorer=r.scorer) for r in group.reports if not r.comparable}
+    )
+    notes = notes if scored else []
+    if scored and not group.identity.known:
+        notes.append(
+            "Scorer identity unrecorded (scores cached before weights and code versions were "
+            "kept): run `duplexsim score` again to record it."
+        )
+    if any("[" in r.model for r in group.reports):
+        notes.append(FLAGGED)
+    return notes
+
+
 TASK_HEADERS = ["run", "task", "N", "take-overs", "take-over rate", "latency ms (take-overs)"]
 TASK_NOTE = (
     "Full-Duplex-Bench's figures: a take-over is 1 s or more of model speech; lower is better on "
     "pause handling, higher on turn-taking; latency is clamped at 0 and averaged over take-overs."
 )
-
-
-def _scorer_notes(reports: Sequence[RunReport]) -> list[str]:
-    return sorted(
-        {
-            NOT_COMPARABLE.format(scorer=r.scorer)
-            for r in reports
-            if not r.comparable and r.scorer != NO_SCORER
-        }
-    )
 
 
 def has_tasks(reports: Sequence[RunReport]) -> bool:
@@ -157,33 +163,40 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
-def _scored_with(reports: Sequence[RunReport]) -> str:
-    names = sorted({r.scorer for r in reports if r.scorer != NO_SCORER})
-    return f"scored with {', '.join(names)}" if names else "timing only: nothing scored"
+def _terminal_group(group: Group, number: int, total: int) -> list[str]:
+    runs = [r.run_id for r in group.reports]
+    head = f"[{number}/{total}] " if total > 1 else ""
+    parts = [
+        f"{head}{group.title}",
+        *group_notes(group),
+        "",
+        render_table(HEADERS, leaderboard_rows(group.reports)),
+        "",
+        *out_of_n_notes(group.reports),
+    ]
+    if group.identity.name == NO_SCORER:  # timing only: the tables would be empty
+        return parts
+    return [
+        *parts,
+        "",
+        "match rate by emotion (N):",
+        render_table(["emotion", *runs], _per_emotion_rows(group.reports)),
+        "",
+        "match rate by language (N):",
+        render_table(["language", *runs], _per_language_rows(group.reports)),
+    ]
 
 
 def terminal_report(reports: Sequence[RunReport]) -> str:
-    runs = [r.run_id for r in ranked(reports)]
-    parts = [
-        _scored_with(reports),
-        *_scorer_notes(reports),
-        "",
-        render_table(HEADERS, leaderboard_rows(reports)),
-        "",
-        *out_of_n_notes(reports),
-    ]
-    if any(r.scorer != NO_SCORER for r in reports):  # else timing only: the tables would be empty
-        parts += [
-            "",
-            "match rate by emotion (N):",
-            render_table(["emotion", *runs], _per_emotion_rows(reports)),
-            "",
-            "match rate by language (N):",
-            render_table(["language", *runs], _per_language_rows(reports)),
-        ]
+    groups = group_reports(reports)
+    note = separate_note(groups)
+    parts: list[str] = [note, ""] if note else []
+    for i, group in enumerate(groups, start=1):
+        parts += [*_terminal_group(group, i, len(groups)), ""]
     if has_tasks(reports):
-        parts += ["", "timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE]
-    return "\n".join(parts).lstrip("\n")
+        parts += ["timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE, ""]
+    parts.append(LEGEND)
+    return "\n".join(parts)
 
 
 def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -192,41 +205,36 @@ def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> st
     return "\n".join(lines)
 
 
-def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[str] = ()) -> str:
-    runs = [r.run_id for r in ranked(reports)]
-    notes = [f"> **{note}**" for note in _scorer_notes(reports)]
-    m = reports[0].metrics if reports else None
-    method = (
-        ""
-        if m is None
-        else f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
+def method_line(reports: Sequence[RunReport]) -> str:
+    if not reports:
+        return ""
+    m = reports[0].metrics
+    return (
+        f"Shuffled baseline: {m.permutations} seeded permutations (seed {m.seed}); "
         f"intervals: 95% bootstrap over samples ({m.bootstrap} resamples). "
         "A sample where the model never replied counts as a non-match."
     )
-    parts = [
-        "# MIRRORING leaderboard",
-        "",
-        _scored_with(reports).capitalize() + ".",
-        "",
-        *notes,
-        "",
-        _markdown_table(HEADERS, leaderboard_rows(reports)),
-        "",
-        method,
-        "",
-        *(f"- {note}" for note in out_of_n_notes(reports)),
-        "",
-        "## Match rate by emotion",
-        "",
-        _markdown_table(["emotion", *runs], _per_emotion_rows(reports)),
-        "",
-        "## Match rate by language",
-        "",
-        _markdown_table(["language", *runs], _per_language_rows(reports)),
-        "",
-    ]
+
+
+def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[str]] = ()) -> str:
+    """``plots``: the image files of each group, in group order."""
+    groups = group_reports(reports)
+    note = separate_note(groups)
+    parts = ["# MIRRORING leaderboard", ""] + ([f"> {note}", ""] if note else [])
+    for i, group in enumerate(groups):
+        runs = [r.run_id for r in group.reports]
+        parts += [f"## {group.title}", ""]
+        parts += [f"> **{n}**" for n in group_notes(group)] + [""]
+        parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports)), ""]
+        parts += [*(f"- {n}" for n in out_of_n_notes(group.reports)), ""]
+        if group.identity.name != NO_SCORER:  # else timing only: the tables would be empty
+            parts += ["### Match rate by emotion", ""]
+            parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
+            parts += ["### Match rate by language", ""]
+            parts += [_markdown_table(["language", *runs], _per_language_rows(group.reports)), ""]
+        parts += [f"![{p}]({p})" for p in (plots[i] if i < len(plots) else ())] + [""]
     if has_tasks(reports):
         parts += ["## Timing by task", "", _markdown_table(TASK_HEADERS, task_rows(reports))]
         parts += ["", TASK_NOTE, ""]
-    parts += [f"![{p}]({p})" for p in plots]
-    return "\n".join(parts) + "\n"
+    parts += [method_line(reports), "", LEGEND, ""]
+    return "\n".join(parts)

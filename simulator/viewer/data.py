@@ -22,7 +22,6 @@ import soundfile as sf
 from numpy.typing import NDArray
 
 from scoring.metrics import top_emotions
-from scoring.models.base import emotion_matrix
 from simulator.core.audio import read_audio
 from simulator.core.bundle import (
     EVENTS,
@@ -36,10 +35,11 @@ from simulator.core.bundle import (
 )
 from simulator.core.emotions import EMOTION_NAMES
 from simulator.core.errors import ConfigError, InputError
+from simulator.core.provenance import model_label
 from simulator.core.timing import speech_end
 from simulator.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
 from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
-from simulator.scoring_run import ScoreCache, cache_path
+from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import MEASURES, ResultRow, read_results
 from simulator.viewer.envelope import Envelope, density, envelope
 from simulator.viewer.layout import page_names
@@ -155,7 +155,7 @@ def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
             if not row.emotion:
                 reply = _reply_vector(cache, row.sample_id)
                 scores[row.sample_id] = EmotionScores("", reply, None, row.status == "ok")
-    model = str(_section(meta, "model").get("name", "")) or "?"
+    model = model_label(_section(meta, "model"))
     return RunView(
         run_dir,
         str(meta.get("run_id", run_dir.name)),
@@ -196,10 +196,7 @@ def _clean_row(row: ResultRow, notes: list[str]) -> ResultRow:
 
 
 def _reply_vector(cache: ScoreCache, sample_id: str) -> tuple[float, ...] | None:
-    values = cache.vector(f"reply/{sample_id}")
-    if values is None:
-        return None
-    return _floats(emotion_matrix(np.asarray([values], dtype=np.float32), cache.dimensions)[0])
+    return _floats(cache.emotions(f"reply/{sample_id}"))
 
 
 def _floats(values: NDArray[Any] | None) -> tuple[float, ...] | None:

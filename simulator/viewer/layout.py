@@ -103,9 +103,14 @@ def scorer_notice(report: RunReport | None, run_dir: str) -> str:
             '<div class="alert info">This run has not been scored yet: run '
             f"<code>duplexsim score {esc(run_dir)}</code>, then view it again.</div>"
         )
+    scored = (
+        f'<p class="sub">Scored with <b>{esc(report.identity.label())}</b> on benchmark '
+        f"<b>{esc(report.benchmark.label)}</b>.</p>"
+    )
     if report.comparable:
-        return f'<p class="sub">Scored with <b>{esc(report.scorer)}</b>.</p>'
-    return f'<div class="alert warn">{esc(NOT_COMPARABLE.format(scorer=report.scorer))}</div>'
+        return scored
+    warn = esc(NOT_COMPARABLE.format(scorer=report.scorer))
+    return f'<div class="alert warn">{warn}</div>{scored}'
 
 
 def document(
