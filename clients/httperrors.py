@@ -54,7 +54,7 @@ def refusal(
     text = f"server refused {what}: HTTP {status}"
     said = body.lower()
     if status in (401, 403) or (status == 400 and any(w in said for w in _KEY_WORDS)):
-        return ConnectError(f"{text} (check {credential})", retryable=False, reason="auth")
+        return ConnectError(f"{text}{detail} (check {credential})", retryable=False, reason="auth")
     if "insufficient_quota" in said:  # OpenAI answers an empty account with 429 too
         return ConnectError(f"{text}{detail} (quota used up)", retryable=False, reason="quota")
     if status == 429 or "resource_exhausted" in said:

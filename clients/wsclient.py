@@ -40,6 +40,15 @@ def close_text(exc: ConnectionClosed) -> str:
     return f"code {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
 
 
+def _server_fault(exc: ConnectionClosed) -> ProtocolError | None:
+    """The error where we closed the connection because of what the server sent (an oversized
+    or broken frame); None otherwise."""
+    sent = exc.sent
+    if exc.rcvd is None and sent is not None and sent.code in _SERVER_FAULTS:
+        return ProtocolError(f"server broke the WebSocket protocol: {close_text(exc)}")
+    return None
+
+
 class WebSocketClient(DuplexClient):
     pollable = True
     decode_text: ClassVar[bool | None] = None  # passed to recv(): None = text as str
@@ -113,10 +122,7 @@ class WebSocketClient(DuplexClient):
             return Disconnected(
                 f"server answered no ping for {self._stall_s:.1f} s (stalled)", reason="stalled"
             )
-        if exc.rcvd is None and sent is not None and sent.code in _SERVER_FAULTS:
-            # we closed because of what the server sent: an oversized or broken frame
-            return ProtocolError(f"server broke the WebSocket protocol: {close_text(exc)}")
-        return self.closed_error(exc)
+        return _server_fault(exc) or self.closed_error(exc)
 
     @abstractmethod
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
@@ -178,8 +184,15 @@ class WebSocketClient(DuplexClient):
             await self._ws.close()
 
     async def send_message(self, message: str | bytes) -> None:
-        """One whole message to the server (raises ConnectionClosed like ``send``)."""
-        await self._connected().send(message)
+        """One whole message to the server (raises ConnectionClosed like ``send``, or a
+        ProtocolError where the connection was closed for what the server sent)."""
+        try:
+            await self._connected().send(message)
+        except ConnectionClosed as exc:
+            fault = _server_fault(exc)
+            if fault is not None:
+                raise fault from None
+            raise
 
     def _connected(self) -> WsConnection:
         if self._ws is None:

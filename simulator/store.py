@@ -164,11 +164,37 @@ def read_results(run_dir: Path) -> tuple[dict[str, Any], list[ResultRow]]:
     meta: dict[str, Any] = {}
     rows: dict[str, ResultRow] = {}
     for file in files:
-        store = RunStore(file)
         try:
-            meta = meta or store.meta()
-            for row in store.rows():
-                rows[row.sample_id] = row
-        finally:
-            store.close()
+            store = RunStore(file)
+        except ConfigError:  # read-only media: read it as it is
+            file_meta, file_rows = _read_only(file)
+        else:
+            try:
+                file_meta, file_rows = store.meta(), store.rows()
+            finally:
+                store.close()
+        meta = meta or file_meta
+        rows.update((row.sample_id, row) for row in file_rows)
     return meta, sorted(rows.values(), key=lambda r: r.sample_id)
+
+
+def _read_only(path: Path) -> tuple[dict[str, Any], list[ResultRow]]:
+    """A store read without writing anything: on read-only media a WAL database cannot make
+    its shared-memory file, so it is opened as immutable; columns it predates read as empty."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot open run results ({exc})") from None
+    try:
+        have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        picks = [
+            name if name in have else ("NULL" if nullable else "''" if sql == "TEXT" else "0")
+            for name, sql, nullable in _COLUMNS
+        ]
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM run_meta")}
+        cur = db.execute(f"SELECT {', '.join(picks)} FROM results ORDER BY sample_id")
+        return meta, [_row(values) for values in cur]
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot read run results ({exc})") from None
+    finally:
+        db.close()

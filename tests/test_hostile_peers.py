@@ -42,7 +42,7 @@ from tests.test_scoring_service import (
 )
 
 KEY = "sk-hostile-0123456789abcdef"
-PROTOCOLS = ["pcm-ws", "openai-realtime", "gemini-live", "moshi"]
+PROTOCOLS = ["pcm-ws", "openai-realtime", "gemini-live", "moshi", "hume-evi"]
 SETTINGS = SessionSettings(
     turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
     stall_timeout_s=2.0,
@@ -68,6 +68,10 @@ async def hostile_server(protocol: str, script: Script) -> AsyncIterator[str]:
             await ws.send(json.dumps({"type": "session.created", "session": {}}))
         if protocol == "moshi":
             await ws.send(b"\x00")
+        elif protocol == "hume-evi":
+            await ws.send(
+                json.dumps({"type": "chat_metadata", "chat_id": "c", "chat_group_id": "g"})
+            )
         else:
             await ws.recv()
             await ws.send(_ACK[protocol])
@@ -113,6 +117,8 @@ def garbage(protocol: str, value: str) -> str | bytes:
         return '{"type": "response.output_audio_transcript.delta", "delta": ' + value + "}"
     if protocol == "gemini-live":
         return '{"serverContent": {"turnComplete": ' + value + "}}"
+    if protocol == "hume-evi":
+        return '{"type": "assistant_message", "id": "m", "message": ' + value + "}"
     return bytes([moshi_wire.Kind.METADATA]) + b'{"a": ' + value.encode() + b"}"
 
 
@@ -171,6 +177,12 @@ def echoes(protocol: str) -> list[str | bytes]:
         return [
             json.dumps({"serverContent": {"outputTranscription": {"text": said}}}),
             json.dumps({"error": {"code": 500, "message": said, "status": "INTERNAL"}}),
+        ]
+    if protocol == "hume-evi":
+        message = {"role": "assistant", "content": said}
+        return [
+            json.dumps({"type": "assistant_message", "id": "m", "message": message}),
+            json.dumps({"type": "error", "code": "E0100", "slug": "x", "message": said}),
         ]
     return [
         bytes([moshi_wire.Kind.TEXT]) + said.encode(),

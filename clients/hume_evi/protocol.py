@@ -28,6 +28,7 @@ from clients.hume_evi import events as wire
 from clients.hume_evi.wav import parse_wav
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
+from simulator.core.redact import redact
 
 __all__ = ["OUTPUT_RATE", "ClientProtocol", "evi_error"]
 
@@ -40,7 +41,7 @@ _RETRY_WORDS = ("internal", "unavailable", "timeout", "timed out", "overloaded")
 def evi_error(err: wire.Error, secret: str | None = None) -> SessionError:
     """An ``error`` message as an error. Hume does not publish which codes mean what, so the
     kind is read from the slug and message."""
-    message = err.message.replace(secret, "***") if secret else err.message
+    message = redact(err.message, (secret,))
     text = f"EVI error {err.code} ({err.slug}): {message}"
     said = f"{err.slug} {message}".lower().replace("_", " ")
     if any(w in said for w in _LIMIT_WORDS):

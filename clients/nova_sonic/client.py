@@ -123,7 +123,7 @@ class NovaSonicClient(DuplexClient):
             raise ConfigError(f"nova-sonic: '{self.config.url}' is not an http(s):// endpoint")
         loop = asyncio.get_running_loop()
         self._response = loop.create_future()
-        peer = H2Peer(client_side=True, on_events=self._on_h2, clock=self.config.clock)
+        peer = H2Peer(client_side=True, on_events=self._on_h2, clock=self.clock)
         tls = url.scheme == "https"
         try:
             async with asyncio.timeout(self.config.connect_timeout_s):
@@ -144,7 +144,7 @@ class NovaSonicClient(DuplexClient):
             await self.aclose()
             raise
         if self._stall_s is not None:
-            self._last_ack = self.config.clock()
+            self._last_ack = self.clock()
             self._pinger = asyncio.create_task(self._ping(self._stall_s))
 
     def _open_stream(self, scheme: str, authority: str, prefix: str) -> None:
@@ -238,7 +238,7 @@ class NovaSonicClient(DuplexClient):
         outstanding: float | None = None  # when the ping not yet answered went out
         while self._end is None:
             await asyncio.sleep(stall_s / 2)
-            now = self.config.clock()
+            now = self.clock()
             if outstanding is not None and self._last_ack < outstanding:
                 if now - outstanding >= stall_s:
                     stalled = f"server answered no ping for {stall_s:.1f} s (stalled)"
@@ -282,7 +282,7 @@ class NovaSonicClient(DuplexClient):
         if error is None and self._proto.pending_bytes:
             error = ProtocolError("the response stream ended inside an event-stream message")
         if error is not None:
-            events.append(ErrorEvent(error, self.config.clock(), fatal=True))
+            events.append(ErrorEvent(error, self.clock(), fatal=True))
         return events, True
 
     async def events(self) -> AsyncIterator[ClientEvent]:
