@@ -46,6 +46,7 @@ _AUTH = re.compile(
 _ERROR_TYPES = {401: "AccessDeniedException", 403: "AccessDeniedException",
                 429: "ThrottlingException", 503: "ServiceUnavailableException"}  # fmt: skip
 _INTERNAL_ERROR = 2  # HTTP/2 error code
+TICK_LATE_S = 0.0005
 
 
 async def start_server(
@@ -168,7 +169,10 @@ class _Connection:
             self._timer = None
         at = self._protocol.wake_at() if self._protocol is not None else None
         if at is not None and not self._stalled:
-            self._timer = asyncio.get_running_loop().call_at(at, self._tick)
+            # a hair late: ticked at exactly its time, the clock may fall a float rounding short
+            # of the lapse, move nothing and re-arm the same time (a spin)
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(max(at, loop.time()) + TICK_LATE_S, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
