@@ -19,6 +19,9 @@ __all__ = ["FILL_LAPSE_S", "LAPSE_S", "MediaClock"]
 
 LAPSE_S = 0.5  # no input for this long: the wall clock takes over
 FILL_LAPSE_S = 1.0  # the same, for servers that then hear silence for the input not sent
+# ``at + lapse - at`` can fall a rounding error short of ``lapse``: a wake-up at the time ``when``
+# gave must find the lapse over, or the caller re-arms the same instant for ever
+_EPSILON_S = 1e-9
 
 
 class MediaClock:
@@ -54,7 +57,7 @@ class MediaClock:
         carried it since input lapsed."""
         if now is not None and self._anchor is not None:
             at, base = self._anchor
-            if now - at >= self.lapse_s:
+            if now - at >= self.lapse_s - _EPSILON_S:
                 self._reached = max(self._reached, base + int((now - at) * self.rate))
         self._reached = max(self._reached, self.received)
         return self._reached

@@ -52,6 +52,18 @@ def test_the_wall_clock_carries_on_once_input_lapses() -> None:
     assert clock.filled(100) == 16320 and clock.received == 16420
 
 
+@pytest.mark.parametrize("at", [0.1, 1234.567, 65535.715276955605])
+def test_a_wake_up_at_when_moves_the_position(at: float) -> None:
+    """Woken at exactly the time ``when`` gave, the position has moved past where it was: on a
+    loop clock hours in, ``at + lapse - at`` is a rounding error short of the lapse, and a caller
+    that re-armed the same instant would spin for ever."""
+    clock = MediaClock(16000)
+    clock.heard(320, now=at)
+    for target in (321, 320 + 800, 320 + 16000):
+        t = clock.when(target)
+        assert t is not None and clock.position(t) >= target
+
+
 def chunks(rate: int, speech_s: float, silence_s: float) -> list[np.ndarray]:
     x = np.concatenate([voiced_signal(speech_s, rate), np.zeros(round(silence_s * rate))])
     step = round(FRAME_S * rate)
