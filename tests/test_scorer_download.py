@@ -99,7 +99,7 @@ def test_an_installed_scorer_is_used_without_flags(
     assert "clips scored" in out and f"weights {tmp_path / 'scorers' / NAME}" in out
     code, out, err = duplexsim(capsys, "report", recorded_run, "--out", tmp_path / "rep")
     assert code == 0, err
-    assert f"scored with {NAME}" in out
+    assert f"scorer {NAME} (weights sha256:" in out
     listed = duplexsim(capsys, "scorer", "list")[1]
     assert str(tmp_path / "scorers" / NAME) in listed
 
