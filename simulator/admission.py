@@ -1,22 +1,32 @@
 """Admission control: a new session starts only while this process keeps pace.
 
-``--concurrency`` is a ceiling, not a promise. ``Headroom`` samples the event loop's lag (a
-ticker that asks to wake every ``TICK_S`` and notes how late it woke) and this process's CPU share
-(its children's too: co-located fakes and the worker pool use the same cores, so it is a share
-of all the machine's cores) over the last second; ``admit`` decides from those figures alone (pure), so a session is started only while
-the sessions already running keep their timing budget. One ``Headroom`` per event loop is shared
-by every run on it (the demo runs one per model).
+``--concurrency`` is a ceiling, not a promise. Two things decide how many sessions run at once:
+
+- ``ValidWindow`` learns it from the sessions themselves: each session that ends with valid
+  timing lets one more run (doubling per round at first, then one more per round), and a
+  session that broke its budget although it started after the last cut halves the window. It
+  follows what the machine can pace, whatever moves it (our load, a co-located fake's, another
+  job's), and it is the figure the run's results depend on.
+- ``Headroom`` samples the event loop's lag (a ticker that asks to wake every ``TICK_S`` and
+  notes how late it woke) and this process's CPU share (its children's too: co-located fakes and
+  the worker pool use the same cores) over the last second, so a start never lands on a loop that
+  is already late; ``admit`` decides from those figures and the window alone (pure).
+
+One ``Headroom`` per event loop is shared by every run on it (the demo runs one per model).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["AdmissionLimits", "Headroom", "admit"]
+__all__ = ["AdmissionLimits", "Headroom", "Slot", "ValidWindow", "admit"]
 
 TICK_S = 0.01  # how often the loop's lag is sampled
 WINDOW_S = 1.0  # the figures a decision looks at: the last second
@@ -32,8 +42,42 @@ class AdmissionLimits:
     cpu_share: float = 0.7  # ... and the CPU share of this process and its children (of all cores)
 
 
+INITIAL_WINDOW = 8.0  # sessions at once before any has finished: few enough for 2 cores
+
+
+@dataclass
+class ValidWindow:
+    """How many sessions at once keep their timing valid, learnt from how they end (pure: the
+    caller gives the times). Like a congestion window: grows while sessions end valid, halves
+    when one started under the present window still broke its budget."""
+
+    size: float = INITIAL_WINDOW
+    cut_at: float = -math.inf  # when it was last halved
+    cut: bool = False  # halved at least once: growth is one per round from then on
+
+    def ended(self, valid: bool, started_at: float, now: float, in_flight: int) -> None:
+        """A session started at ``started_at`` ended now, its timing ``valid`` or not, with
+        ``in_flight`` sessions running (itself included)."""
+        if valid:
+            if in_flight >= self.sessions:  # the window was what held the run back: widen it
+                self.size += 1.0 / self.size if self.cut else 1.0
+        elif started_at >= self.cut_at:  # one started before the last cut says nothing new
+            self.size = max(1.0, self.size / 2.0)
+            self.cut_at = now
+            self.cut = True
+
+    @property
+    def sessions(self) -> int:
+        return max(1, int(self.size))
+
+
 def admit(
-    in_flight: int, ceiling: int, lag_ms: float, cpu_share: float, limits: AdmissionLimits
+    in_flight: int,
+    ceiling: int,
+    lag_ms: float,
+    cpu_share: float,
+    limits: AdmissionLimits,
+    window: int | None = None,
 ) -> bool:
     """Whether one more session may start now. With none running, one always may (a run always
     progresses, and its own figures then say how far it can go)."""
@@ -41,6 +85,8 @@ def admit(
         return False
     if in_flight == 0:
         return True
+    if window is not None and in_flight >= window:
+        return False
     return lag_ms < limits.loop_lag_ms and cpu_share < limits.cpu_share
 
 
@@ -51,6 +97,7 @@ class Headroom:
 
     def __init__(self, limits: AdmissionLimits | None = None) -> None:
         self.limits = limits or AdmissionLimits()
+        self.window = ValidWindow()
         self.in_flight = 0
         self.lags: deque[tuple[float, float]] = deque()  # (when, lag s)
         self.cpu: deque[tuple[float, float]] = deque()  # (when, CPU seconds so far)
@@ -111,8 +158,9 @@ class Headroom:
         while True:
             settled = loop.time() - self.last_start >= SETTLE_S
             lag_ms, share = self.figures()
+            window = self.window.sessions
             if settled and (
-                not check or admit(self.in_flight, ceiling, lag_ms, share, self.limits)
+                not check or admit(self.in_flight, ceiling, lag_ms, share, self.limits, window)
             ):
                 break
             self.refused += 1
@@ -120,8 +168,49 @@ class Headroom:
         self.in_flight += 1
         self.last_start = loop.time()
 
+    @contextlib.asynccontextmanager
+    async def slot(self, ceiling: int, *, check: bool = True) -> AsyncIterator[Slot]:
+        """Room for one session (``wait_for_room``), given back on leaving."""
+        held = Slot(self, ceiling, check)
+        await held.take()
+        try:
+            yield held
+        finally:
+            held.give_back()
+
+    def ended(self, valid: bool, started_at: float) -> None:
+        """A session (one attempt) ended; its timing was ``valid`` or not."""
+        now = asyncio.get_running_loop().time()
+        self.window.ended(valid, started_at, now, self.in_flight)
+
     def done(self) -> None:
         self.in_flight -= 1
+
+
+class Slot:
+    """One session's room in a ``Headroom``: taken, given back, taken again for a retry."""
+
+    def __init__(self, headroom: Headroom, ceiling: int, check: bool) -> None:
+        self.headroom = headroom
+        self.ceiling = ceiling
+        self.check = check
+        self.held = False
+
+    async def take(self) -> None:
+        await self.headroom.wait_for_room(self.ceiling, check=self.check)
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.headroom.done()
+
+    async def retake(self, after_s: float) -> None:
+        """Give the room back, wait ``after_s``, and wait for room again (a retry starts only
+        when there is room for it, like any session)."""
+        self.give_back()
+        await asyncio.sleep(after_s)
+        await self.take()
 
 
 def _cpu_seconds() -> float:

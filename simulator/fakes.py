@@ -1,4 +1,10 @@
-"""Reference models served from a child process, so they never compete with the session loop."""
+"""Reference models served from a child process, so they never compete with the session loop.
+
+The child shares the machine's cores with the run, so when the machine is busy its loop stalls
+too, and a reply it sends late is heard late: a latency the model did not have. The child reports
+its stalls (``serve-model --report-stalls``) and ``stalls`` holds them, for the sessions'
+latency check.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from types import TracebackType
 
 from simulator.core.errors import ConfigError
 from simulator.lifeline import owner_env
+from simulator.stalls import StallLog, parse_stall_line
 
 __all__ = ["FakeModelProcess"]
 
@@ -25,6 +32,8 @@ class FakeModelProcess:
         self.extra_args = extra_args
         self.start_timeout_s = start_timeout_s
         self.url = ""
+        self.stalls = StallLog()  # the server loop's stalls, as it reports them
+        self._reader: asyncio.Task[None] | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
 
@@ -40,6 +49,7 @@ class FakeModelProcess:
             self.behaviour,
             "--port",
             "0",
+            "--report-stalls",
             *self.extra_args,
             stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr,  # a file: a chatty server can never block on a full pipe
@@ -60,7 +70,21 @@ class FakeModelProcess:
                 f"fake {self.behaviour} model over {self.protocol} did not start: {detail[0]}"
             )
         self.url = text.rsplit(" on ", 1)[1]
+        self._reader = asyncio.create_task(self._read_stalls(self._proc.stdout))
         return self
+
+    async def _read_stalls(self, stdout: asyncio.StreamReader) -> None:
+        """Every stall the server reports (other lines are ignored), until its stdout ends."""
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:  # a line past the reader's limit: not a stall line
+                continue
+            if not line:
+                return
+            stall = parse_stall_line(line.decode(errors="replace"))
+            if stall is not None:
+                self.stalls.note(*stall)
 
     async def __aexit__(
         self,
@@ -71,6 +95,9 @@ class FakeModelProcess:
         await self.aclose()
 
     async def aclose(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
         proc, self._proc = self._proc, None
         if proc is None or proc.returncode is not None:
             return

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from clients.registry import client_class
 from simulator import __version__
-from simulator.admission import Headroom
+from simulator.admission import Headroom, Slot
 from simulator.core.audio import read_audio
 from simulator.core.benchmark import Benchmark, Sample
 from simulator.core.bundle import BundleMeta, SampleRef
@@ -54,6 +54,7 @@ from simulator.session import (
     SessionTap,
     run_session,
 )
+from simulator.stalls import StallLog
 from simulator.store import ResultRow, RunStore, store_filename
 
 __all__ = ["RunOptions", "execute_run", "in_shard", "outcome_row", "parse_shard"]
@@ -253,14 +254,26 @@ def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:
     ]
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where sessions connect: the profile's URL (None), or a fake server started for the run,
+    with the stalls it reports (its latency is ours to vouch for: it runs on our cores)."""
+
+    url: str | None = None
+    server_stalls: StallLog | None = None
+
+
 @asynccontextmanager
-async def _endpoint(profile: ModelProfile) -> AsyncIterator[str | None]:
-    """The URL to connect to: the profile's, or a local fake server started for the run."""
+async def _endpoint(profile: ModelProfile, given: Endpoint | None) -> AsyncIterator[Endpoint]:
+    """The caller's endpoint, the profile's, or a local fake server started for the run."""
+    if given is not None:
+        yield given
+        return
     if profile.fake_behaviour is None or profile.url is not None:
-        yield None
+        yield Endpoint()
         return
     async with FakeModelProcess(profile.protocol, profile.fake_behaviour) as fake:
-        yield fake.url
+        yield Endpoint(fake.url, fake.stalls)
 
 
 async def execute_run(
@@ -268,10 +281,14 @@ async def execute_run(
     profile: ModelProfile,
     opts: RunOptions,
     progress: Progress | None = None,
+    *,
+    endpoint: Endpoint | None = None,
 ) -> list[ResultRow]:
     """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store.
 
     A ``progress`` shared by several concurrent runs shows them as one line; the caller closes it.
+    ``endpoint`` is a server the caller started for the run (a fake whose stalls it reads),
+    instead of the profile's.
     """
     if opts.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
@@ -280,11 +297,15 @@ async def execute_run(
         client_config(profile)  # missing key or endpoint fails before anything starts
     _check_writable(opts.run_dir)
     with run_lock(opts.run_dir, opts.run_id, opts.shard):
-        return await _execute_locked(bench, profile, opts, progress)
+        return await _execute_locked(bench, profile, opts, progress, endpoint)
 
 
 async def _execute_locked(
-    bench: Benchmark, profile: ModelProfile, opts: RunOptions, progress: Progress | None
+    bench: Benchmark,
+    profile: ModelProfile,
+    opts: RunOptions,
+    progress: Progress | None,
+    given: Endpoint | None,
 ) -> list[ResultRow]:
     store = _open_store(opts, profile, bench)
     try:
@@ -296,8 +317,8 @@ async def _execute_locked(
         progress.total += len(todo)
         if todo:
             with worker_pool() as pool:
-                async with _endpoint(profile) as url:
-                    await _run_all(todo, profile, url, opts, _Writer(store, pool), progress)
+                async with _endpoint(profile, given) as endpoint:
+                    await _run_all(todo, profile, endpoint, opts, _Writer(store, pool), progress)
         if own_progress:
             progress.close()
         return store.rows()
@@ -308,7 +329,7 @@ async def _execute_locked(
 async def _run_all(
     todo: list[Sample],
     profile: ModelProfile,
-    url: str | None,
+    endpoint: Endpoint,
     opts: RunOptions,
     writer: _Writer,
     progress: Progress,
@@ -321,13 +342,11 @@ async def _run_all(
     headroom.start()
 
     async def one(sample: Sample) -> None:
-        async with gate:
-            await headroom.wait_for_room(opts.concurrency, check=opts.admission)
+        async with gate, headroom.slot(opts.concurrency, check=opts.admission) as slot:
             progress.in_flight += 1
             try:
-                await _run_sample(sample, profile, url, opts, writer, progress)
+                await _run_sample(sample, profile, endpoint, opts, writer, progress, slot)
             finally:
-                headroom.done()
                 progress.in_flight -= 1
                 progress.update()
 
@@ -349,10 +368,11 @@ async def _tick(progress: Progress) -> None:
 async def _run_sample(
     sample: Sample,
     profile: ModelProfile,
-    url: str | None,
+    endpoint: Endpoint,
     opts: RunOptions,
     writer: _Writer,
     progress: Progress,
+    slot: Slot,
 ) -> None:
     loop = asyncio.get_running_loop()
     context, end_s = await loop.run_in_executor(
@@ -361,7 +381,8 @@ async def _run_sample(
     attempt = 0
     while True:
         attempt += 1
-        client = client_class(profile.protocol)(client_config(profile, url=url))
+        client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
+        started = loop.time()
         outcome = await run_session(
             client,
             context,
@@ -370,7 +391,10 @@ async def _run_sample(
             speech_end_s=end_s,
             executor=writer.pool,
             tap=None if opts.monitor is None else opts.monitor(),
+            server_stalls=endpoint.server_stalls,
         )
+        if outcome.status != "failed":  # how sessions end teaches admission what fits
+            slot.headroom.ended(outcome.check.valid, started)
         wait = None
         if outcome.status == "failed":
             wait = opts.retry.delay(
@@ -386,7 +410,7 @@ async def _run_sample(
         if wait is None:
             break
         progress.retries += 1
-        await asyncio.sleep(wait)
+        await slot.retake(wait)
     folder = opts.run_dir / "sessions" / sample.id
     meta = BundleMeta(
         sample=SampleRef(
@@ -469,6 +493,7 @@ def outcome_row(
         recv_lag_max_ms=outcome.check.recv_lag_max_ms,
         truncated=outcome.truncated,
         task=task,
+        latency_bound_ms=outcome.check.latency_bound_ms,
     )
 
 

@@ -40,6 +40,7 @@ from simulator.core.records import EventRecords
 from simulator.core.redact import redact
 from simulator.core.timeline import OutputTrack, Schedule
 from simulator.core.timing import (
+    LatencyWindow,
     ReplyTiming,
     SendStats,
     TimingBudget,
@@ -50,7 +51,9 @@ from simulator.core.timing import (
 )
 from simulator.core.turns import EndReason, ReplyDetector, TurnSettings
 from simulator.core.vad import BEFORE_RUN_RULE, StreamingVad, VadConfig
+from simulator.eventloop import stall_log
 from simulator.eventpump import EventPump
+from simulator.stalls import StallLog
 from simulator.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
 
 __all__ = [
@@ -394,6 +397,35 @@ class _Session:
             self.settings.vad,
         )  # fmt: skip
 
+    def latency_window(
+        self, timing: ReplyTiming, loop: StallLog | None, server: StallLog | None
+    ) -> LatencyWindow | None:
+        """What this machine may have added to the reply's latency (``LatencyWindow``): the
+        sends from the frame holding the speech end to the onset (a model hears the end of the
+        turn, and the silence after it, only as they arrive), and the stalls in the two
+        frames before the onset of our loop (the reply's first bytes waited that long to be
+        read) and of a co-located fake server (its timeline follows its input, so only a stall
+        as the reply leaves moves it). ``loop`` and ``server`` are in the loop's time: given
+        only when the session runs on the loop's own clock."""
+        onset = timing.onset_s
+        if onset is None:
+            return None
+        frame_s = self.schedule.frame_s
+        end = onset if timing.speech_end_s is None else timing.speech_end_s
+        lo = min(end, onset) - frame_s
+        r = self.records
+        late = max(
+            (t - due for t, due in zip(r.send_t, r.send_due, strict=True) if lo <= due <= onset),
+            default=0.0,
+        )
+        at = self.t0 + onset
+        near = at - 2 * frame_s
+        return LatencyWindow(
+            send_ms=round(1000.0 * max(late, 0.0), 3),
+            loop_stall_ms=0.0 if loop is None else round(1000.0 * loop.worst(near, at), 3),
+            server_stall_ms=None if server is None else round(1000.0 * server.worst(near, at), 3),
+        )
+
     def truncated(self, deadline: bool) -> str | None:
         """Why the reply was cut short, if it was: its maximum length, the session's deadline,
         or a server that closed while the model was still speaking."""
@@ -422,6 +454,7 @@ async def run_session(
     clock: Callable[[], float] | None = None,
     executor: concurrent.futures.Executor | None = None,
     tap: SessionTap | None = None,
+    server_stalls: StallLog | None = None,
 ) -> SessionOutcome:
     """Stream ``user`` (a 16 kHz context, or any ``UserAudio`` such as a live source) to
     ``client`` and capture its reply; never raises SessionError: failures come back as a
@@ -431,9 +464,15 @@ async def run_session(
     the client stamps arrivals with it. ``speech_end_s`` (end of Speaker A's speech) is measured
     from the user's turn unless given; the runner measures it before the session starts so the
     event loop never does that work. ``tap`` observes the session's audio as it runs.
+    ``server_stalls`` are the stalls of a model server on this machine (a fake the run started),
+    checked with our loop's own over the reply's latency window (on the loop's clock only).
     """
+    loop_stalls = None
     if clock is None:
         clock = asyncio.get_running_loop().time
+        loop_stalls = stall_log()
+    else:
+        server_stalls = None  # stalls are in the loop's time, not this clock's
     source = FixedContext(user) if isinstance(user, np.ndarray) else user
     client.use_clock(clock)
     s = _Session(client, source, settings, window_start_s, clock, tap)
@@ -497,7 +536,8 @@ async def run_session(
         )
     timing = None if error is not None else s.reply(speech_end_s, output)
     truncated = None if error is not None else s.truncated(timed_out)
-    return _outcome(s, sent, output, timing, error, truncated, wall_s)
+    window = None if timing is None else s.latency_window(timing, loop_stalls, server_stalls)
+    return _outcome(s, sent, output, timing, error, truncated, wall_s, window)
 
 
 def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
@@ -522,6 +562,7 @@ def _outcome(
     error: SessionError | None,
     truncated: str | None,
     wall_s: float,
+    window: LatencyWindow | None = None,
 ) -> SessionOutcome:
     """The session's verdict: one decision (the detector's speech frames) gives the status, the
     end reason and the timing."""
@@ -540,6 +581,7 @@ def _outcome(
         s.rx_lag_max_s,
         s.schedule.frame_s,
         s.settings.budget,
+        window,
     )
     return SessionOutcome(
         status=status,

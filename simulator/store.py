@@ -53,6 +53,8 @@ class ResultRow:
     recv_lag_max_ms: float | None = None
     truncated: str | None = None
     task: str | None = None  # the benchmark's task (Full-Duplex-Bench's), for timing by task
+    # what the machine may have added to the latency (send + our loop + a co-located server)
+    latency_bound_ms: float | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}

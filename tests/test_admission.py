@@ -36,3 +36,57 @@ async def test_a_loop_kept_busy_shows_its_lag_and_closes_the_door() -> None:
         assert not admit(headroom.in_flight, 8, busy_lag, share, LIMITS)
     finally:
         await headroom.stop()
+
+
+def test_the_window_doubles_per_round_until_a_session_breaks_its_budget() -> None:
+    from simulator.admission import ValidWindow
+
+    w = ValidWindow(size=4.0)
+    for k in range(4):  # a round: the running sessions end valid, a full window each time
+        w.ended(True, started_at=0.0, now=1.0 + k, in_flight=w.sessions)
+    assert w.sessions == 8
+    w.ended(False, started_at=2.0, now=10.0, in_flight=8)
+    assert w.sessions == 4 and w.cut_at == 10.0
+    # sessions that started before the cut ran under the old window: they say nothing new
+    w.ended(False, started_at=9.0, now=11.0, in_flight=4)
+    assert w.sessions == 4
+    # after a cut, one more per round
+    for _ in range(4):
+        w.ended(True, started_at=10.5, now=12.0, in_flight=w.sessions)
+    assert 4.9 < w.size < 5.0
+    w.ended(False, started_at=10.5, now=13.0, in_flight=5)  # started after the cut: halve again
+    assert w.sessions == 2
+    for _ in range(5):
+        w.ended(False, started_at=20.0 + _, now=21.0 + _, in_flight=1)
+    assert w.size == 1.0  # never below one: a run always progresses
+
+
+def test_the_window_grows_only_while_it_is_what_holds_the_run_back() -> None:
+    from simulator.admission import ValidWindow
+
+    w = ValidWindow(size=8.0)
+    for _ in range(20):
+        w.ended(True, started_at=0.0, now=1.0, in_flight=3)  # a ceiling of 3 held it back
+    assert w.sessions == 8
+
+
+def test_a_session_waits_for_the_window() -> None:
+    assert admit(3, 8, 0.0, 0.0, LIMITS, window=4)
+    assert not admit(4, 8, 0.0, 0.0, LIMITS, window=4)
+    assert admit(0, 8, 0.0, 0.0, LIMITS, window=1)  # none running: always one
+
+
+async def test_a_retry_gives_its_room_back_while_it_waits() -> None:
+    headroom = Headroom(LIMITS)
+    headroom.start()
+    try:
+        async with headroom.slot(4) as slot:
+            assert headroom.in_flight == 1
+            waiting = asyncio.create_task(slot.retake(0.2))
+            await asyncio.sleep(0.1)
+            assert headroom.in_flight == 0 and not slot.held
+            await waiting
+            assert headroom.in_flight == 1 and slot.held
+        assert headroom.in_flight == 0
+    finally:
+        await headroom.stop()

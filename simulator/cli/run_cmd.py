@@ -63,9 +63,11 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--timing-budget",
         default="5/20",
-        metavar="P99_MS/MAX_MS",
+        metavar="P99_MS/MAX_MS[/LATENCY_MS]",
         help="a session's timing is valid while its send-time error keeps p99 and max within "
-        "these, and loop and receive lag the max; an invalid one is run again, then kept "
+        "these, loop and receive lag the max, and what the machine may have added to its "
+        "latency (late sends from speech end to onset, our loop's and a local fake's stalls as "
+        "the reply came) LATENCY_MS (default: P99_MS); an invalid one is run again, then kept "
         "marked and left out of latency figures (default 5/20)",
     )
     g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
@@ -124,14 +126,19 @@ def session_settings(args: argparse.Namespace) -> SessionSettings:
 
 
 def timing_budget(text: str) -> TimingBudget:
-    """``P99_MS/MAX_MS`` -> the budget (loop and receive lag get the max)."""
+    """``P99_MS/MAX_MS[/LATENCY_MS]`` -> the budget (loop and receive lag get the max; the
+    latency window's bound is the p99 unless given)."""
     try:
-        p99, worst = (float(part) for part in text.split("/"))
+        parts = [float(part) for part in text.split("/")]
+        if len(parts) not in (2, 3):
+            raise ValueError(text)
+        p99, worst = parts[:2]
         return TimingBudget(send_p99_ms=p99, send_max_ms=worst, loop_lag_max_ms=worst,
-                            recv_lag_max_ms=worst)  # fmt: skip
+                            recv_lag_max_ms=worst, latency_ms=parts[2] if len(parts) == 3 else p99)  # fmt: skip
     except ValueError:
         raise ConfigError(
-            f"--timing-budget must be P99_MS/MAX_MS with both > 0, e.g. 5/20 (got {text!r})"
+            "--timing-budget must be P99_MS/MAX_MS[/LATENCY_MS], each > 0, e.g. 5/20 or 5/20/5 "
+            f"(got {text!r})"
         ) from None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import inspect
 import signal
 import ssl
@@ -16,6 +17,7 @@ from simulator import eventloop
 from simulator.core.audio import read_audio
 from simulator.core.errors import ConfigError
 from simulator.lifeline import watch_owner_from_env
+from simulator.stalls import stall_line
 
 __all__ = ["register", "serve"]
 
@@ -73,6 +75,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f.add_argument("--stall-after", type=float, metavar="S", help="go silent after S s")
     f.add_argument("--malformed-after", type=float, metavar="S", help="send garbage after S s")
     f.add_argument("--extra-latency", type=float, default=0.0, help="delay every reply message (s)")
+    # for the run that started this server on its own machine: its loop's stalls, on stdout
+    p.add_argument("--report-stalls", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_serve_command)
 
 
@@ -134,6 +138,7 @@ def _serve_command(args: argparse.Namespace) -> int:
             port=args.port,
             utterance=utterance,
             tls=_tls(args.tls_cert, args.tls_key),
+            report_stalls=args.report_stalls,
         )
     )
     return 0
@@ -163,6 +168,7 @@ async def serve(
     port: int,
     utterance: Path | None,
     tls: ssl.SSLContext | None = None,
+    report_stalls: bool = False,
 ) -> None:
     from clients.registry import fake_server_factory
 
@@ -174,17 +180,43 @@ async def serve(
             raise ConfigError(f"the {protocol} fake does not serve TLS")
         extra["ssl_context"] = tls
     server = await start(factory, host=host, port=port, faults=faults, **extra)
+    # everything alive now (modules, the behaviour's audio) stays out of the collector's walks:
+    # a full collection over it would stall every connection's replies at once
+    gc.collect()
+    gc.freeze()
     print(f"serving {behaviour} over {protocol} on {server.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    reporter = asyncio.create_task(_report_stalls()) if report_stalls else None
     try:
         await stop.wait()
     finally:
+        if reporter is not None:
+            reporter.cancel()
         await server.aclose()
         print("server stopped", file=sys.stderr, flush=True)
+
+
+STALL_REPORT_S = 0.05  # how often the stalls go out: long before a session's end needs them
+
+
+async def _report_stalls() -> None:
+    """This loop's stalls, as lines on stdout (``simulator.stalls.stall_line``), every
+    ``STALL_REPORT_S``: a co-located run checks its sessions' latency windows against them."""
+    log = eventloop.stall_log()
+    if log is None:
+        return
+    after = 0.0
+    while True:
+        await asyncio.sleep(STALL_REPORT_S)
+        stalls = log.since(after)
+        if stalls:
+            after = stalls[-1][1]
+            sys.stdout.write("".join(stall_line(a, b) + "\n" for a, b in stalls))
+            sys.stdout.flush()
 
 
 def make_factory(behaviour: str, params: dict[str, Any], utterance: Path | None) -> Any:
