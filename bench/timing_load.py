@@ -1,9 +1,11 @@
 """Timing under load: what ``duplexsim run`` vouches for at 1x, 2x and 4x the concurrency this
 machine paces, and what the client's own timing checks cost.
 
-    python bench/timing_load.py [--base 8] [--context-s 3] [--rounds 3] [--cpu-sessions 8]
+    python bench/timing_load.py [--base N] [--context-s 3] [--rounds 3] [--cpu-sessions 8]
 
-Part 1 (``ladder``): one run per load, side by side in one process, against a delayed-echo fake
+Part 1 (``ladder``): the concurrency this machine paces (1x) is found first unless ``--base`` gives
+it (doubling from 2 while 90% of a run's sessions keep valid timing); then one run per load,
+side by side in one process, against a delayed-echo fake
 (pcm-ws, in a second process; its reply's first sample lies exactly ``--latency`` after the end
 of the user's speech). Each run has 2 x its concurrency samples, no retries (so the share of
 timing-valid sessions shows the load, not the retries), and admission control off (the load is
@@ -46,7 +48,7 @@ from simulator.core.timing import measure_reply, speech_end
 from simulator.core.turns import TurnSettings
 from simulator.fakes import FakeModelProcess
 from simulator.profiles import ModelProfile
-from simulator.runner import RunOptions, execute_run
+from simulator.runner import Endpoint, RunOptions, execute_run
 from simulator.session import SessionSettings, run_session
 
 RATE = 16000
@@ -87,9 +89,15 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 async def ladder_run(
-    url: str, root: Path, concurrency: int, args: argparse.Namespace, *, admission: bool
+    fake: FakeModelProcess,
+    root: Path,
+    concurrency: int,
+    args: argparse.Namespace,
+    *,
+    admission: bool,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    name = f"c{concurrency}{'-admission' if admission else ''}"
+    name = name or f"c{concurrency}{'-admission' if admission else ''}"
     bench = load_benchmark(write_benchmark(root / name, 2 * concurrency, args.context_s))
     opts = RunOptions(
         run_id=name,
@@ -100,12 +108,21 @@ async def ladder_run(
         quiet=True,
         admission=admission,
     )
-    profile = ModelProfile(name="delayed-echo", protocol="pcm-ws", url=url)
+    profile = ModelProfile(name="delayed-echo", protocol="pcm-ws", url=fake.url)
     wall = time.monotonic()
-    rows = await execute_run(bench, profile, opts)
+    # the fake is ours, on these cores: its stalls are checked with ours
+    rows = await execute_run(bench, profile, opts, endpoint=Endpoint(fake.url, fake.stalls))
     wall = time.monotonic() - wall
     valid = [r for r in rows if r.timing_valid and r.status == "ok" and r.latency_s is not None]
     truth_ms = [abs(r.latency_s - args.latency) * 1000 for r in valid]  # type: ignore[operator]
+    # soundness of the bound: no session's error beyond what it says the machine may have added
+    # (1 ms for the reply's own placement: our read and the fake's turn-around, below a stall)
+    timed = [r for r in rows if r.status == "ok" and r.latency_s is not None]
+    beyond = [
+        r.sample_id
+        for r in timed
+        if abs(r.latency_s - args.latency) * 1000 > (r.latency_bound_ms or 0.0) + 1.0  # type: ignore[operator]
+    ]
     audio_ms = []
     for r in valid:
         folder = opts.run_dir / str(r.bundle)
@@ -128,8 +145,25 @@ async def ladder_run(
         "latency_error_vs_truth_ms": {q: pct(truth_ms, q) for q in (50, 99, 100)},
         "latency_error_vs_audio_ms": {q: pct(audio_ms, q) for q in (50, 99, 100)},
         "invalid_by": dict(Counter(reasons)),
+        "errors_beyond_their_bound": len(beyond),
+        "latency_bound_ms": {
+            q: pct([r.latency_bound_ms or 0.0 for r in timed], q) for q in (50, 90)
+        },
         "wall_s": round(wall, 1),
     }
+
+
+async def capacity(fake: FakeModelProcess, root: Path, args: argparse.Namespace) -> int:
+    """The concurrency this machine paces now: doubling from 2 while at least 90% of a run's
+    sessions keep valid timing (admission off, no retries)."""
+    best, c = 1, 2
+    while c <= 512:
+        probe = await ladder_run(fake, root, c, args, admission=False, name=f"probe{c}")
+        print(json.dumps(probe), flush=True)
+        if probe["valid_share"] < 0.9:
+            break
+        best, c = c, 2 * c
+    return best
 
 
 async def client_round(url: str, n: int, ctx: np.ndarray) -> tuple[float, int]:
@@ -186,13 +220,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         fake_args = ("--latency", str(args.latency), "--hangover", "0.25")
         async with FakeModelProcess("pcm-ws", "delayed-echo", *fake_args) as fake:
             with tempfile.TemporaryDirectory() as tmp:
+                base = args.base or await capacity(fake, Path(tmp), args)
+                result["base"] = base
                 runs = []
                 for factor in (1, 2, 4):
-                    runs.append(await ladder_run(fake.url, Path(tmp), factor * args.base, args,
+                    runs.append(await ladder_run(fake, Path(tmp), factor * base, args,
                                                  admission=False))  # fmt: skip
                     print(json.dumps(runs[-1]), flush=True)
-                runs.append(await ladder_run(fake.url, Path(tmp), 4 * args.base, args,
-                                             admission=True))  # fmt: skip
+                runs.append(await ladder_run(fake, Path(tmp), 4 * base, args, admission=True))
                 print(json.dumps(runs[-1]), flush=True)
         result["ladder"] = runs
     if "cpu" in args.parts:
@@ -215,7 +250,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--base", type=int, default=8, help="the concurrency this machine paces (1x)")
+    p.add_argument(
+        "--base",
+        type=int,
+        default=0,
+        help="the concurrency this machine paces (1x); 0 (default): find it first",
+    )
     p.add_argument("--context-s", type=float, default=3.0)
     p.add_argument("--latency", type=float, default=0.5, help="the fake's latency (s)")
     p.add_argument("--rounds", type=int, default=3)

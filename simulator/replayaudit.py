@@ -7,13 +7,21 @@ behind): ``audit_bundle`` checks the recording itself, so ``replay`` reports tho
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simulator.core.audio import read_audio
 from simulator.core.bundle import OUTPUT, BundleMeta, read_events
 from simulator.core.errors import ConfigError, InputError
-from simulator.core.timing import TimingBudget, TimingCheck, check_timing, measure_reply
+from simulator.core.timing import (
+    LatencyWindow,
+    TimingBudget,
+    TimingCheck,
+    check_timing,
+    measure_reply,
+)
 from simulator.core.vad import BEFORE_RUN_RULE, VadConfig
 
 __all__ = ["TimingAudit", "audit_bundle"]
@@ -42,10 +50,10 @@ class TimingAudit:
 def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
     settings = meta.settings
     budget = TimingBudget(**settings.get("budget", {}))
-    check = _send_check(bundle, budget)
     outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
+    check = _send_check(bundle, budget, _recorded_window(outcome, recorded))
     remeasured = None
     if outcome.get("status") != "failed":
         vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
@@ -64,12 +72,41 @@ def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
     return TimingAudit(check, recorded, remeasured)
 
 
-def _send_check(bundle: Path, budget: TimingBudget) -> TimingCheck:
+@dataclass(frozen=True)
+class _Span:
+    """The latency window's span on the timeline, and the stalls the session recorded in it
+    (the files cannot show a stall; the sends they can)."""
+
+    lo_s: float
+    onset_s: float
+    loop_stall_ms: float
+    server_stall_ms: float | None
+
+
+def _recorded_window(outcome: Mapping[str, Any], onset_s: Any) -> _Span | None:
+    timing = outcome.get("timing") or {}
+    window = (outcome.get("check") or {}).get("window")
+    if not isinstance(onset_s, int | float) or not isinstance(window, dict):
+        return None  # no reply, or recorded before the window was checked
+    end = timing.get("speech_end_s")
+    end = float(onset_s) if not isinstance(end, int | float) else float(end)
+    server = window.get("server_stall_ms")
+    return _Span(
+        lo_s=min(end, float(onset_s)),
+        onset_s=float(onset_s),
+        loop_stall_ms=float(window.get("loop_stall_ms") or 0.0),
+        server_stall_ms=float(server) if isinstance(server, int | float) else None,
+    )
+
+
+def _send_check(bundle: Path, budget: TimingBudget, span: _Span | None) -> TimingCheck:
     """Each recorded send against the schedule (frame n due at n frames), not against the due
-    time the session wrote beside it: a session whose clock or schedule went wrong shows here."""
+    time the session wrote beside it: a session whose clock or schedule went wrong shows here.
+    The latency window's sends are taken from the files too, its stalls from the record."""
     frame_s = 0.02
     errors: list[float] = []
     lags: list[float] = []
+    dues: list[float] = []
     for _, event in read_events(bundle):
         if event is None:
             continue  # a line that is not an event: the readers of events report those
@@ -77,6 +114,16 @@ def _send_check(bundle: Path, budget: TimingBudget) -> TimingCheck:
             frame_s = float(event.get("frame_ms", 20)) / 1000.0
         elif event.get("dir") == "send" and "n" in event:
             due = int(event["n"]) * frame_s
+            dues.append(due)
             errors.append(float(event["t"]) - due)
             lags.append(float(event.get("woke", event["t"])) - due)
-    return check_timing(errors, lags, 0.0, frame_s, budget)
+    window = None
+    if span is not None:
+        lo = span.lo_s - frame_s
+        late = [e for d, e in zip(dues, errors, strict=True) if lo <= d <= span.onset_s]
+        window = LatencyWindow(
+            send_ms=round(1000.0 * max([0.0, *late]), 3),
+            loop_stall_ms=span.loop_stall_ms,
+            server_stall_ms=span.server_stall_ms,
+        )
+    return check_timing(errors, lags, 0.0, frame_s, budget, window)

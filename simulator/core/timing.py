@@ -93,7 +93,12 @@ class TimingCheck:
     loop_lag_max_ms: float
     recv_lag_max_ms: float
     invalid: str | None  # None: valid
-    latency_bound_ms: float | None = None  # LatencyWindow.bound_ms; None: no reply to time
+    window: LatencyWindow | None = None  # what the machine may have added to the latency
+
+    @property
+    def latency_bound_ms(self) -> float | None:
+        """The window's bound; None: no reply to time."""
+        return None if self.window is None else round(self.window.bound_ms, 3)
 
     @property
     def valid(self) -> bool:
@@ -121,13 +126,14 @@ def check_timing(
         ("receive lag", recv_ms, budget.recv_lag_max_ms),
     ]
     over = [f"{name} {got:.1f} ms > {limit:g} ms" for name, got, limit in checks if got > limit]
-    bound = None if window is None else round(window.bound_ms, 3)
     if window is not None and window.bound_ms > budget.latency_ms:
         over.append(
             f"latency window {window.bound_ms:.1f} ms > {budget.latency_ms:g} ms "
             f"({window.describe()})"
         )
-    return TimingCheck(send, round(loop_ms, 3), round(recv_ms, 3), over[0] if over else None, bound)
+    return TimingCheck(
+        send, round(loop_ms, 3), round(recv_ms, 3), over[0] if over else None, window
+    )
 
 
 def speech_end(
