@@ -367,6 +367,7 @@ def _metrics(run: RunView, s: SessionView) -> str:
         ("timing", _validity(r)),
         ("send error p50 / p99 / max", _send_errors(r.send_p50_ms, r.send_p99_ms, r.send_max_ms)),
         ("loop lag / receive lag (max)", _lags(r.loop_lag_max_ms, r.recv_lag_max_ms)),
+        ("latency bound (late sends + stalls)", fmt_num(r.latency_bound_ms, "{:.2f} ms")),
         (
             "bytes sent / received",
             f"{fmt_num(r.bytes_sent, '{:,}')} / {fmt_num(r.bytes_received, '{:,}')}",
