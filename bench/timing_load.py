@@ -8,7 +8,7 @@ it (doubling from 2 while 90% of a run's sessions keep valid timing); then one r
 side by side in one process, against a delayed-echo fake
 (pcm-ws, in a second process; its reply's first sample lies exactly ``--latency`` after the end
 of the user's speech). Each run has 2 x its concurrency samples, no retries (so the share of
-timing-valid sessions shows the load, not the retries), and admission control off (the load is
+timing-valid sessions shows the load, not the retries; at least 10), and admission control off (the load is
 the one asked for); a last run at 4x with admission on shows what the runner does by itself.
 Reported per run: sessions per second of wall time, the share with valid timing, the latency
 error of the valid ones against the truth and against a re-measurement from their own
@@ -98,7 +98,9 @@ async def ladder_run(
     name: str | None = None,
 ) -> dict[str, Any]:
     name = name or f"c{concurrency}{'-admission' if admission else ''}"
-    bench = load_benchmark(write_benchmark(root / name, 2 * concurrency, args.context_s))
+    # at least 10 sessions: one invalid session in a handful is not a share
+    samples = max(2 * concurrency, 10)
+    bench = load_benchmark(write_benchmark(root / name, samples, args.context_s))
     opts = RunOptions(
         run_id=name,
         runs_dir=root / "runs",

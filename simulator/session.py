@@ -56,6 +56,10 @@ from simulator.eventpump import EventPump
 from simulator.stalls import StallLog
 from simulator.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
 
+# a stamp is taken this soon after the stall that held it ends (the loop's next poll, and the
+# callbacks ahead of the read in that iteration, each shorter than a recorded stall)
+STAMP_SLACK_S = 0.001
+
 __all__ = [
     "CONTEXT_RATE",
     "LiveInput",
@@ -402,11 +406,12 @@ class _Session:
     ) -> LatencyWindow | None:
         """What this machine may have added to the reply's latency (``LatencyWindow``): the
         sends from the frame holding the speech end to the onset (a model hears the end of the
-        turn, and the silence after it, only as they arrive), and the stalls in the two
-        frames before the onset of our loop (the reply's first bytes waited that long to be
-        read) and of a co-located fake server (its timeline follows its input, so only a stall
-        as the reply leaves moves it). ``loop`` and ``server`` are in the loop's time: given
-        only when the session runs on the loop's own clock."""
+        turn, and the silence after it, only as they arrive; when it decided is its own), the
+        stall of our loop that ended as the onset's chunk was stamped (its bytes waited that
+        long to be read), and the stall of a co-located fake server as that chunk left it (it
+        answers each frame as it reads it, so only then does a stall move its reply). ``loop``
+        and ``server`` are in the loop's time: given only when the session runs on the loop's
+        own clock."""
         onset = timing.onset_s
         if onset is None:
             return None
@@ -418,13 +423,27 @@ class _Session:
             (t - due for t, due in zip(r.send_t, r.send_due, strict=True) if lo <= due <= onset),
             default=0.0,
         )
-        at = self.t0 + onset
-        near = at - 2 * frame_s
+        stamped = self.t0 + self._stamp_of(onset)
+        loop_s = 0.0 if loop is None else loop.worst(stamped - STAMP_SLACK_S, stamped)
+        server_s = None
+        if server is not None:
+            server_s = server.worst(stamped - loop_s - 2 * STAMP_SLACK_S, stamped)
         return LatencyWindow(
             send_ms=round(1000.0 * max(late, 0.0), 3),
-            loop_stall_ms=0.0 if loop is None else round(1000.0 * loop.worst(near, at), 3),
-            server_stall_ms=None if server is None else round(1000.0 * server.worst(near, at), 3),
+            loop_stall_ms=round(1000.0 * loop_s, 3),
+            server_stall_ms=None if server_s is None else round(1000.0 * server_s, 3),
         )
+
+    def _stamp_of(self, position_s: float) -> float:
+        """When the audible chunk that holds timeline position ``position_s`` was stamped (the
+        position itself where no chunk holds it)."""
+        r = self.records
+        rate = self.track.rate
+        for i in range(len(r.recv_t) - 1, -1, -1):
+            placed = r.recv_placed[i]
+            if not r.recv_silent[i] and placed <= position_s < placed + r.recv_samples[i] / rate:
+                return r.recv_t[i]
+        return position_s
 
     def truncated(self, deadline: bool) -> str | None:
         """Why the reply was cut short, if it was: its maximum length, the session's deadline,
