@@ -38,8 +38,10 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         default=8,
-        help="the most sessions at once (default 8; the demo: 32 per model); a session starts "
-        "only while those running keep pace, so fewer run where the machine has no room",
+        help="the most sessions at once (default 8; the demo: 32 per model); fewer run while "
+        "the machine has no room: starting from 8, one more may run for each session that "
+        "ends with valid timing, half as many after one breaks its timing budget, and none "
+        "starts while the event loop lags",
     )
     g.add_argument(
         "--frame-ms",
