@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from scoring.metrics import SampleScores
 from simulator.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO, is_bundle, read_meta
 from simulator.core.emotions import EMOTIONS
 from simulator.core.errors import ConfigError
+from simulator.report.data import sample_scores
 from simulator.score_cache import ScoreCache, cache_path
 from simulator.store import ResultRow, read_results
 
@@ -28,15 +30,26 @@ def sample_records(run_dir: Path) -> Iterator[dict[str, Any]]:
     """One record per sample of the run, in sample-id order."""
     meta, rows = read_results(run_dir)
     caches = _caches(run_dir)
+    # what the metrics see (a voice judged against its own register, the out-of-N reasons):
+    # the export's top emotion and match are the report's
+    judged = {name: _as_judged(rows, cache) for name, cache in caches.items()}
     for row in rows:
         record: dict[str, Any] = {
             "run_id": meta.get("run_id", run_dir.name),
             "model": meta.get("model", {}).get("name"),
             **dataclasses.asdict(row),  # result, timing and validity, whatever the row holds
             "paths": _paths(run_dir, row),
-            "scores": {name: _scores(cache, row) for name, cache in caches.items()},
+            "scores": {
+                name: _scores(cache, row, judged[name].get(row.sample_id))
+                for name, cache in caches.items()
+            },
         }
         yield record
+
+
+def _as_judged(rows: list[ResultRow], cache: ScoreCache) -> dict[str, SampleScores]:
+    samples, _ = sample_scores(rows, cache)
+    return {s.sample_id: s for s in samples}
 
 
 def _caches(run_dir: Path) -> dict[str, ScoreCache]:
@@ -56,9 +69,10 @@ def _paths(run_dir: Path, row: ResultRow) -> dict[str, str | None]:
     return paths
 
 
-def _scores(cache: ScoreCache, row: ResultRow) -> dict[str, Any]:
-    """Reply and reference scores by dimension, the reply's top emotion among the 12 and whether
-    it matches the reference emotion (None where there is no reply score)."""
+def _scores(cache: ScoreCache, row: ResultRow, judged: SampleScores | None) -> dict[str, Any]:
+    """Reply and reference scores by dimension as the scorer gave them; the reply's top emotion
+    among the 12 and whether it matches the reference emotion as the metrics judge them (None
+    where there is no reply score, or the sample is out of N: ``out_of_n`` says why)."""
     out: dict[str, Any] = {}
     for part in ("reply", "reference"):
         key = f"{part}/{row.sample_id}"
@@ -66,11 +80,11 @@ def _scores(cache: ScoreCache, row: ResultRow) -> dict[str, Any]:
         dims = cache.dimensions_of(key)
         out[part] = None if values is None else dict(zip(dims, values, strict=True))
     top = None
-    reply = cache.emotions(f"reply/{row.sample_id}")
-    if reply is not None:
-        top = EMOTIONS[int(np.argmax(reply))].name
+    if judged is not None and judged.reply is not None and judged.out_reason is None:
+        top = EMOTIONS[int(np.argmax(judged.reply))].name
     out["reply_top"] = top
     out["match"] = None if top is None or not row.emotion else top == row.emotion
+    out["out_of_n"] = None if judged is None else judged.out_reason
     return out
 
 

@@ -81,3 +81,15 @@ def test_export_of_what_is_not_a_run_is_one_line(tmp_path):
     result = duplexsim("export", "samples", str(tmp_path))
     assert result.returncode == 2 and "not a run directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_exported_matches_are_the_reports(scored_run):
+    from simulator.report.data import build_report
+
+    result = duplexsim("export", "samples", str(scored_run))
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    report = build_report(scored_run, "prosody")
+    counted = [r for r in records if r["scores"]["prosody"]["out_of_n"] is None]
+    assert len(counted) == report.metrics.n
+    matches = sum(bool(r["scores"]["prosody"]["match"]) for r in counted)
+    assert matches / report.metrics.n == pytest.approx(report.metrics.match_rate)
