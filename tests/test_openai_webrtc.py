@@ -439,6 +439,28 @@ async def test_outgoing_track_rechunks_counts_pts_and_fills_when_idle() -> None:
     track.stop()
 
 
+async def test_outgoing_track_calls_back_once_the_pushed_audio_went_out() -> None:
+    track = OutgoingAudioTrack()
+    calls: list[str] = []
+    track.after_sent(lambda: calls.append("nothing pushed"))
+    track.push(np.zeros(2 * FRAME, np.float32))
+    track.after_sent(lambda: calls.append("two frames"))
+    await track.recv()
+    await track.recv()  # the sender is back for the second frame: the first went out
+    assert calls == ["nothing pushed"]
+    third = asyncio.create_task(track.recv())  # back for a third: the second went out too
+    await asyncio.sleep(0)
+    assert calls == ["nothing pushed", "two frames"]
+    track.push(np.zeros(FRAME // 2, np.float32))
+    track.after_sent(lambda: calls.append("flushed"))
+    track.clear()  # nothing left to send
+    track.push(np.zeros(FRAME, np.float32))
+    track.after_sent(lambda: calls.append("stopped"))
+    track.stop()
+    assert calls == ["nothing pushed", "two frames", "flushed", "stopped"]
+    await asyncio.gather(third, return_exceptions=True)
+
+
 async def measure_pair(x: np.ndarray, *, bypass: bool) -> tuple[list[float], np.ndarray]:
     """Send ``x`` at 48 kHz paced 20 ms a frame between two local peers; the per-frame delay from
     push to the remote ``recv()``, and everything received."""

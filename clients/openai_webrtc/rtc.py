@@ -27,7 +27,7 @@ import contextvars
 import fractions
 import ipaddress
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aioice.ice
@@ -143,6 +143,9 @@ class OutgoingAudioTrack(MediaStreamTrack):
     paced every 20 ms (a live microphone never stops); short gaps are never filled, because a
     sender that fell behind pushes its backlog at once, and filled silence would move everything
     after it later on the peer's media clock.
+
+    ``after_sent(fn)`` calls ``fn`` once everything pushed so far has gone out: aiortc's sender
+    asks for the next frame only after it handed the last one to the transport.
     """
 
     kind = "audio"
@@ -157,6 +160,8 @@ class OutgoingAudioTrack(MediaStreamTrack):
         self._filling = False
         self.samples_emitted = 0
         self.silence_emitted = 0  # samples of idle fill
+        self._sent = 0  # samples the sender has handed to the transport
+        self._after_sent: deque[tuple[int, Callable[[], None]]] = deque()
 
     def push(self, samples: NDArray[Any]) -> None:
         pcm = _to_pcm16(samples)
@@ -169,6 +174,19 @@ class OutgoingAudioTrack(MediaStreamTrack):
         """Drop everything not sent yet (a barge-in flush)."""
         self._chunks.clear()
         self._pending = 0
+        self._after_sent = deque((min(at, self.samples_emitted), fn) for at, fn in self._after_sent)
+        self._run_after_sent()
+
+    def after_sent(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the samples pushed so far have been sent (at once if they have)."""
+        self._after_sent.append((self.samples_emitted + self._pending, fn))
+        self._run_after_sent()
+
+    def _run_after_sent(self) -> None:
+        while self._after_sent and (
+            self._after_sent[0][0] <= self._sent or self.readyState != "live"
+        ):
+            self._after_sent.popleft()[1]()
 
     @property
     def pending(self) -> int:
@@ -177,9 +195,12 @@ class OutgoingAudioTrack(MediaStreamTrack):
     def stop(self) -> None:
         super().stop()
         self._wake.set()
+        self._run_after_sent()
 
     async def recv(self) -> AudioFrame:
         loop = asyncio.get_running_loop()
+        self._sent = self.samples_emitted  # the sender is back for more: the last frame went out
+        self._run_after_sent()
         while self._pending < FRAME:
             if self.readyState != "live":
                 raise MediaStreamError
