@@ -34,7 +34,7 @@ RATE = 16000
 LATENCY_S = 0.8
 SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=1.0, max_reply_s=5.0, reply_timeout_s=3.0))
 # a codec's fixed, documented delay is not latency error
-CODEC_DELAY_S = {"moshi": 0.013}
+CODEC_DELAY_S = {"moshi": 0.013, "openai-webrtc": 0.013}
 
 
 def context() -> np.ndarray:

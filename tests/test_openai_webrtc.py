@@ -18,9 +18,11 @@ pytest.importorskip("aiortc", reason="openai-webrtc needs aiortc (pip install 'd
 import aioice.ice
 from aiortc import RTCSessionDescription
 from aiortc.mediastreams import MediaStreamTrack
+from aiortc.rtp import RtpPacket
 from av import AudioFrame
 
 from clients.base import (
+    AudioOut,
     ClientConfig,
     EndOfTurn,
     ErrorEvent,
@@ -32,7 +34,7 @@ from clients.behaviours import behaviour_factory, synthetic_voice
 from clients.fakeserver import RunningServer
 from clients.faults import Faults
 from clients.openai_webrtc import signaling
-from clients.openai_webrtc.client import OpenAIWebRTCClient
+from clients.openai_webrtc.client import CODEC_DELAY_S, OpenAIWebRTCClient
 from clients.openai_webrtc.protocol import (
     ClientProtocol,
     Close,
@@ -45,10 +47,10 @@ from clients.openai_webrtc.protocol import (
 from clients.openai_webrtc.rtc import (
     ENCODER_DELAY_S,
     FRAME,
-    JITTER_DELAY_S,
+    FRAME_S,
     RATE,
     OutgoingAudioTrack,
-    PlayoutClock,
+    PassThroughJitterBuffer,
     bypass_jitter_buffer,
     frame_to_mono,
     is_loopback_host,
@@ -75,10 +77,15 @@ SETTINGS = SessionSettings(
 )
 
 
-def context(speech_s: float = 1.0, rate: int = 16000) -> np.ndarray:
-    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s."""
+def context(speech_s: float = 1.0, rate: int = 16000, *, fade_s: float = 0.0) -> np.ndarray:
+    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s. ``fade_s``: the
+    speech fades out over its last ``fade_s`` (Opus smears an abrupt end a few ms later)."""
+    speech = voiced_signal(speech_s, rate)
+    fade = round(fade_s * rate)
+    if fade:
+        speech[-fade:] *= np.linspace(1.0, 0.0, fade, endpoint=False, dtype=np.float32)
     x = np.zeros(int((0.3 + speech_s) * rate), np.float32)
-    x[int(0.2 * rate) : int(0.2 * rate) + int(speech_s * rate)] = voiced_signal(speech_s, rate)
+    x[int(0.2 * rate) : int(0.2 * rate) + int(speech_s * rate)] = speech
     return x
 
 
@@ -212,7 +219,7 @@ def test_refusals_map_to_errors(
 
 def test_options_defaults_and_checks() -> None:
     o = WebRTCOptions.from_options({}, voice="marin", model="gpt-realtime")
-    assert not o.manual and o.jitter_delay_s == JITTER_DELAY_S
+    assert not o.manual and o.idle_fill_s == 0.5
     assert o.multipart(KEY) and not o.multipart("ek_123") and o.multipart(None)
     session = o.session()
     assert session["type"] == "realtime" and "model" not in session
@@ -226,7 +233,13 @@ def test_options_defaults_and_checks() -> None:
     )
     assert manual.manual and manual.session()["audio"]["input"]["turn_detection"] is None
     assert manual.session()["instructions"] == "hi"
-    for bad in ({"sdp_fromat": "sdp"}, {"jitter_delay_s": -1}, {"turn_detection": "vad"}):
+    bad_options = (
+        {"sdp_fromat": "sdp"},
+        {"idle_fill_s": -1},
+        {"turn_detection": "vad"},
+        {"jitter_delay_s": 0.08},  # arrivals are not corrected any more: no such option
+    )
+    for bad in bad_options:
         with pytest.raises(ConfigError):
             WebRTCOptions.from_options(bad)
 
@@ -402,16 +415,6 @@ def test_fake_server_resampling_keeps_pace() -> None:
 # --- aiortc helpers -----------------------------------------------------------------------------
 
 
-def test_playout_clock_absorbs_jitter_but_keeps_gaps() -> None:
-    clock = PlayoutClock(correction_s=0.1, tolerance_s=0.05)
-    assert clock.stamp(1.1, 0, FRAME, RATE) == pytest.approx(1.0)
-    assert clock.stamp(1.13, FRAME, FRAME, RATE) == pytest.approx(1.02)  # 10 ms late: its slot
-    assert clock.stamp(1.135, 2 * FRAME, FRAME, RATE) == pytest.approx(1.035)  # early: as seen
-    assert clock.stamp(1.3, 3 * FRAME, FRAME, RATE) == pytest.approx(1.2)  # 145 ms late: a gap
-    assert clock.stamp(1.5, 10 * FRAME, FRAME, RATE) == pytest.approx(1.4)  # pts jump
-    assert clock.stamp(1.6, None, FRAME, RATE) == pytest.approx(1.5)
-
-
 def test_loopback_ice_is_scoped() -> None:
     assert "127.0.0.1" not in aioice.ice.get_host_addresses(use_ipv4=True, use_ipv6=False)
     with loopback_ice():
@@ -437,6 +440,135 @@ async def test_outgoing_track_rechunks_counts_pts_and_fills_when_idle() -> None:
     assert second.pts == FRAME and time.monotonic() - t >= 0.04
     assert np.all(frame_to_mono(second) == 0.0) and track.silence_emitted == FRAME
     track.stop()
+
+
+def rtp(seq: int, timestamp: int) -> RtpPacket:
+    packet = RtpPacket(payload_type=111, sequence_number=seq, timestamp=timestamp, payload=b"x")
+    packet._data = packet.payload  # type: ignore[attr-defined]  # what the receiver depayloads
+    return packet
+
+
+def test_pass_through_buffer_hands_each_packet_over_and_notes_when_it_was_read() -> None:
+    now = [10.0]
+    buffer = PassThroughJitterBuffer(lambda: now[0])
+    origin = 2**32 - FRAME  # the RTP timestamp wraps after the first frame
+    handed = []
+    for seq, k, t in [
+        (65535, 0, 10.0),
+        (0, 1, 10.02),
+        (0, 1, 10.03),
+        (65534, -1, 10.04),
+        (2, 3, 10.1),
+    ]:
+        now[0] = t
+        _, frame = buffer.add(rtp(seq, (origin + k * FRAME) % 2**32))
+        handed.append(frame is not None)
+    # a duplicate and a packet older than the newest are dropped; seq 1 was lost: just missing
+    assert handed == [True, True, False, False, True] and buffer.handed == 3
+    # pts as aiortc's receiver numbers decoded frames: from the first packet's timestamp
+    assert buffer.read_at(0) == (10.0, 1)
+    assert buffer.read_at(3 * FRAME) == (10.1, 3)  # the frame of seq 0 never came: forgotten
+    assert buffer.read_at(FRAME) is None and buffer.read_at(None) is None
+    assert PassThroughJitterBuffer().add(rtp(5, 0))[1] is not None  # without a clock: no notes
+
+
+async def test_outgoing_track_calls_back_once_the_pushed_audio_went_out() -> None:
+    track = OutgoingAudioTrack()
+    calls: list[str] = []
+    track.after_sent(lambda: calls.append("nothing pushed"))
+    track.push(np.zeros(2 * FRAME, np.float32))
+    track.after_sent(lambda: calls.append("two frames"))
+    await track.recv()
+    await track.recv()  # the sender is back for the second frame: the first went out
+    assert calls == ["nothing pushed"]
+    third = asyncio.create_task(track.recv())  # back for a third: the second went out too
+    await asyncio.sleep(0)
+    assert calls == ["nothing pushed", "two frames"]
+    track.push(np.zeros(FRAME // 2, np.float32))
+    track.after_sent(lambda: calls.append("flushed"))
+    track.clear()  # nothing left to send
+    track.push(np.zeros(FRAME, np.float32))
+    track.after_sent(lambda: calls.append("stopped"))
+    track.stop()
+    assert calls == ["nothing pushed", "two frames", "flushed", "stopped"]
+    await asyncio.gather(third, return_exceptions=True)
+
+
+class RemoteFrames(MediaStreamTrack):
+    """A remote track whose decoded frames the test hands over."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: asyncio.Queue[AudioFrame] = asyncio.Queue()
+
+    async def recv(self) -> AudioFrame:
+        return await self.frames.get()
+
+
+def decoded(pts: int) -> AudioFrame:
+    frame = AudioFrame.from_ndarray(
+        np.full((1, FRAME), 1000, np.int16), format="s16", layout="mono"
+    )
+    frame.sample_rate, frame.pts = RATE, pts
+    return frame
+
+
+async def test_arrivals_are_the_clock_when_each_packet_was_read_and_events_queue_behind() -> None:
+    """No playout model: a frame is stamped with the session's clock at the read of its packet
+    (not when the decoder thread gave it back), and a data-channel event waits for the frames of
+    the packets read before it (at most a frame period), so output_audio_buffer.stopped never
+    ends a reply before its last frames."""
+    now = [0.0]
+    client = OpenAIWebRTCClient(config("http://127.0.0.1:9"))
+    client.use_clock(lambda: now[0])
+    proto = client._proto
+    proto.receive_handshake('{"type":"session.created","session":{}}')
+    proto.receive_handshake('{"type":"session.updated","session":{}}')
+    client._started = True
+    buffer = client._buffer = PassThroughJitterBuffer(client.clock)
+    remote = RemoteFrames()
+    tasks = [asyncio.create_task(client._read_audio(remote)), asyncio.create_task(client._pump())]
+
+    def packet_read(seq: int, at: float) -> None:
+        now[0] = at
+        buffer.add(rtp(seq, seq * FRAME))
+
+    def message(text: str, at: float) -> None:
+        now[0] = at
+        client._on_message(text)
+
+    try:
+        message('{"type":"output_audio_buffer.started","response_id":"r"}', 0.9)
+        packet_read(0, 1.0)
+        packet_read(1, 1.02)
+        message('{"type":"output_audio_buffer.stopped","response_id":"r"}', 1.025)
+        assert client._queue.empty()  # both frames are still in the decoder
+        now[0] = 1.5  # the decoder is slow: it makes no difference to the stamps
+        remote.frames.put_nowait(decoded(0))
+        remote.frames.put_nowait(decoded(FRAME))
+        await asyncio.sleep(0.005)
+        got = [client._queue.get_nowait() for _ in range(client._queue.qsize())]
+        assert [(type(e), e and e.arrival) for e in got] == [
+            (AudioOut, 1.0),
+            (AudioOut, 1.02),
+            (EndOfTurn, 1.025),
+        ]
+        packet_read(2, 1.04)  # a packet that leaves no frame (it did not decode)
+        message('{"type":"response.output_audio_transcript.delta","delta":"hi"}', 1.045)
+        await asyncio.sleep(FRAME_S / 2)
+        assert client._queue.empty()
+        await asyncio.sleep(FRAME_S)
+        assert client._queue.get_nowait() == Transcript("hi", 1.045)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        client._track.stop()
+
+
+AIORTC_HOLD_S = 4 * FRAME_S  # JitterBuffer(capacity=16, prefetch=4) in every audio receiver
 
 
 async def measure_pair(x: np.ndarray, *, bypass: bool) -> tuple[list[float], np.ndarray]:
@@ -480,8 +612,9 @@ async def measure_pair(x: np.ndarray, *, bypass: bool) -> tuple[list[float], np.
     return delays, np.concatenate(out)
 
 
-async def test_receive_buffer_delay_and_encoder_lookahead_match_the_constants() -> None:
-    """The calibration behind JITTER_DELAY_S and ENCODER_DELAY_S."""
+async def test_bypass_removes_the_receive_buffer_hold_and_the_lookahead_is_the_constant() -> None:
+    """aiortc's own receive buffer holds each frame until 4 more packets came (80 ms); the
+    pass-through one does not. The calibration behind ENCODER_DELAY_S."""
     x = np.zeros(RATE, np.float32)
     x[RATE // 4 : RATE // 4 + RATE // 2] = synthetic_voice(RATE, 0.5)
     (buffered, _), (direct, heard) = await asyncio.gather(
@@ -491,11 +624,11 @@ async def test_receive_buffer_delay_and_encoder_lookahead_match_the_constants() 
     lag = int(np.argmax(np.correlate(heard[: x.size], x[RATE // 8 : 7 * RATE // 8], "valid")))
     lookahead = lag - RATE // 8
     print(
-        f"\nreceive buffer {1000 * buffer_s:.1f} ms (constant {1000 * JITTER_DELAY_S:.0f}); "
+        f"\nreceive buffer {1000 * buffer_s:.1f} ms (aiortc's prefetch {1000 * AIORTC_HOLD_S:.0f}); "
         f"direct one-way p50 {1000 * statistics.median(direct):.1f} ms; "
         f"encoder lookahead {lookahead} samples (constant {round(ENCODER_DELAY_S * RATE)})"
     )
-    assert buffer_s == pytest.approx(JITTER_DELAY_S, abs=0.01)
+    assert buffer_s == pytest.approx(AIORTC_HOLD_S, abs=0.01)
     assert lookahead == pytest.approx(ENCODER_DELAY_S * RATE, abs=3)
 
 
@@ -533,25 +666,36 @@ async def test_echo_session_returns_audio_and_end_of_turn(echo_server: RunningSe
     # the key is in no record of the session
     recorded = json.dumps([out.events, out.error, client.describe(), repr(client.config)])
     assert KEY not in recorded
+    # the fake sends output_audio_buffer.stopped once the reply's last frame is out: the client
+    # reads that frame before it, and the session has placed the whole reply when the turn ends
+    [end] = [e["t"] for e in out.events if e["kind"] == "end_of_turn"]
+    audible = [t for t, _, _, _, silent in out.records.received if not silent]
+    assert audible and audible[-1] <= end
 
 
 async def test_delayed_echo_latency_is_recovered() -> None:
-    """The reply starts at E + latency in the fake's media time; the client's stamps recover it.
-    What remains is the fake's own Opus lookahead (6.5 ms) and loopback transport."""
+    """The reply starts at E + latency in the fake's media time; the session's measure over
+    real loopback WebRTC is that plus the codec's fixed delay (both ways' Opus lookahead), plus
+    loopback transport: RTP, SRTP and the codecs' threads, a few ms on both hops together."""
     server = await start_server(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
+    errors: list[float] = []
     try:
-        errors = []
-        for _ in range(2):  # a loaded 2-core box can stall one run by 100+ ms; keep the better
-            out = await run_session(OpenAIWebRTCClient(config(server.url)), context(), SETTINGS)
+        for _ in range(3):  # a loaded 2-core box can stall one run by 10+ ms; keep the best
+            client = OpenAIWebRTCClient(config(server.url))
+            out = await run_session(client, context(fade_s=0.01), SETTINGS)
             assert out.status == "ok", out.error
             assert out.timing is not None and out.timing.latency_s is not None
-            errors.append(out.timing.latency_s - 0.5)
-            if abs(errors[-1]) < 0.06:
+            assert client.describe()["codec_delay_s"] == CODEC_DELAY_S
+            errors.append(out.timing.latency_s - 0.5 - CODEC_DELAY_S)
+            if 0.0 <= errors[-1] < 0.008:
                 break
     finally:
         await server.aclose()
-    print(f"\nlatency error {', '.join(f'{1000 * e:.1f}' for e in errors)} ms")
-    assert min(abs(e) for e in errors) < 0.06
+    print(
+        f"\nlatency error beyond the codec delay {', '.join(f'{1000 * e:.1f}' for e in errors)} ms"
+    )
+    assert pytest.approx(0.013, abs=1e-4) == CODEC_DELAY_S
+    assert any(-0.001 <= e < 0.008 for e in errors)
 
 
 async def test_extra_latency_fault_delays_the_reply() -> None:
@@ -645,7 +789,7 @@ async def test_media_faults_end_the_session(faults: Faults, reason: str, text: s
         await server.aclose()
     assert out.status == "failed" and out.end_reason == reason, out.error
     assert out.error is not None and text in out.error
-    assert out.send.frames < 40  # it ended about 0.4 s (+ the receive buffer) into the context
+    assert out.send.frames < 40  # it ended about 0.4 s into the context
 
 
 async def test_fake_call_hears_silence_on_the_wall_clock_when_the_client_track_stops() -> None:

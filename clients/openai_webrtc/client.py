@@ -4,21 +4,24 @@ connect(): a peer with an outgoing audio track and the ``oai-events`` data chann
 POSTed to ``{url}/v1/realtime/calls``, the answer set, then (all within ``connect_timeout_s``) the
 connection, the channel, ``session.created``, ``session.update`` and ``session.updated``.
 
-Timing. ``send_audio`` pushes 48 kHz samples to the track, which aiortc encodes and sends at once,
-so the server's media time is the samples sent. Two delays on this side are not the model's and
-are taken out of the arrival stamps (``rtc.PlayoutClock``):
+Timing: everything is stamped on arrival with ``clock()``; placing audio on the session's
+timeline is the session's business (``OutputTrack``: a frame a little late still continues its
+reply). ``send_audio`` pushes 48 kHz samples to the track, which aiortc encodes and sends at once,
+so the server's media time is the samples sent. The receive side uses a pass-through buffer
+(``rtc.bypass_jitter_buffer``; aiortc's own holds each frame until four more packets came, 80 ms):
+each packet goes to the decoder as it is read, in sequence order, and its frame is stamped with
+the time its packet was read (not the decoder thread's hop after it). A lost packet is a frame
+that never comes.
 
-- aiortc's receive buffer releases frame k when packet k+4 arrives, ``jitter_delay_s`` (80 ms
-  at 20 ms packets) late; the tests measure it against a pass-through buffer;
-- our Opus encoder's lookahead delays what the server hears by ``encoder_delay_s`` (312 samples,
-  6.5 ms), so its reply comes that much later too.
+The Opus path adds a fixed ``CODEC_DELAY_S`` (13 ms) to a measured reply latency: the encoder
+lookahead, 6.5 ms on our send path (the server hears our audio that late) and 6.5 ms on the
+server's, as for moshi; any WebRTC client and server have both. Stamps are not corrected for it;
+``describe()`` records it.
 
-Each frame is stamped ``clock()`` minus both; a frame that continues the previous one keeps its
-slot right after it while it is at most ``jitter_tolerance_s`` late (a player with that buffer
-would play it there), so loopback or network jitter does not push the rest of the reply later.
-Data-channel events are stamped on arrival but yielded ``jitter_delay_s`` + one frame later, so
-the audio the server sent before an event is yielded before it (``output_audio_buffer.stopped``
-must not end the reply while its last frames are still in the buffer).
+Data-channel events are stamped on arrival. An event can arrive while frames whose packets were
+read before it are still in the decoder (a thread of its own); it is queued behind them, waiting
+at most one frame period, so ``output_audio_buffer.stopped`` never ends a reply before audio that
+reached us ahead of it.
 """
 
 from __future__ import annotations
@@ -47,10 +50,12 @@ from clients.base import (
 from clients.openai_webrtc import signaling
 from clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
 from clients.openai_webrtc.rtc import (
+    ENCODER_DELAY_S,
     FRAME_S,
     RATE,
     OutgoingAudioTrack,
-    PlayoutClock,
+    PassThroughJitterBuffer,
+    bypass_jitter_buffer,
     frame_to_mono,
     is_loopback_host,
     loopback_ice,
@@ -58,10 +63,11 @@ from clients.openai_webrtc.rtc import (
 )
 from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 
-__all__ = ["OpenAIWebRTCClient"]
+__all__ = ["CODEC_DELAY_S", "OpenAIWebRTCClient"]
 
 FRAME_MS = 20
 CHANNEL = "oai-events"
+CODEC_DELAY_S = 2 * ENCODER_DELAY_S  # 0.013: Opus lookahead, client->server and back
 
 
 class OpenAIWebRTCClient(DuplexClient):
@@ -77,7 +83,10 @@ class OpenAIWebRTCClient(DuplexClient):
         self._channel: RTCDataChannel | None = None
         self._track = OutgoingAudioTrack(idle_fill_s=self.options.idle_fill_s)
         self._queue: asyncio.Queue[ClientEvent | None] = asyncio.Queue()
-        self._held: deque[tuple[float, ClientEvent | None]] = deque()
+        self._buffer: PassThroughJitterBuffer | None = None
+        self._packets_read = 0  # packets handed to the decoder whose frames have been read
+        # data-channel events waiting for the audio read before them: (packets, due, event)
+        self._held: deque[tuple[int, float, ClientEvent | None]] = deque()
         self._held_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._progress = asyncio.Event()  # the handshake moved on (or failed)
@@ -134,7 +143,8 @@ class OpenAIWebRTCClient(DuplexClient):
     async def _negotiate(self, target: signaling.Target) -> None:
         self._started = True
         self._pc = pc = new_peer_connection()
-        pc.addTransceiver(self._track, direction="sendrecv")
+        transceiver = pc.addTransceiver(self._track, direction="sendrecv")
+        self._buffer = bypass_jitter_buffer(transceiver.receiver, self.clock)
         self._channel = channel = pc.createDataChannel(CHANNEL)
         channel.on("open", self._progress.set)
         channel.on("message", self._on_message)
@@ -231,38 +241,50 @@ class OpenAIWebRTCClient(DuplexClient):
     # --- streaming -------------------------------------------------------------------------------
 
     async def _read_audio(self, track: MediaStreamTrack) -> None:
-        o = self.options
-        clock = PlayoutClock(o.jitter_delay_s + o.encoder_delay_s, o.jitter_tolerance_s)
         while True:
             try:
                 frame = await track.recv()
             except MediaStreamError:
                 return
-            observed = self.clock()
-            if not isinstance(frame, AudioFrame) or not self._proto.ready or self._finished:
-                continue
-            arrival = clock.stamp(observed, frame.pts, frame.samples, frame.sample_rate)
-            self._queue.put_nowait(AudioOut(frame_to_mono(frame), arrival))
+            read = self._buffer.read_at(frame.pts) if self._buffer is not None else None
+            if read is None:  # not known: now, and the packet is taken to be the next one
+                arrival, self._packets_read = self.clock(), self._packets_read + 1
+            else:
+                arrival, self._packets_read = read
+            if isinstance(frame, AudioFrame) and self._proto.ready and not self._finished:
+                self._queue.put_nowait(AudioOut(frame_to_mono(frame), arrival))
+            self._release()
 
     def _hold(self, item: ClientEvent | None) -> None:
-        """Yield a data-channel event only once the audio sent before it is out of the buffer."""
-        due = asyncio.get_running_loop().time() + self.options.jitter_delay_s + FRAME_S
-        self._held.append((due, item))
+        """Queue a data-channel event (None: the end) behind the frames whose packets were read
+        before it: once that many frames were read, or one frame period later (a packet that
+        does not decode leaves no frame)."""
+        packets = self._buffer.handed if self._buffer is not None else 0
+        self._held.append((packets, asyncio.get_running_loop().time() + FRAME_S, item))
+        self._release()
         self._held_wake.set()
 
-    async def _pump(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            while not self._held:
-                self._held_wake.clear()
-                await self._held_wake.wait()
-            due, item = self._held[0]
-            await asyncio.sleep(max(0.0, due - loop.time()))
+    def _release(self) -> None:
+        now = asyncio.get_running_loop().time()
+        while self._held:
+            packets, due, item = self._held[0]
+            if self._packets_read < packets and now < due:
+                return
             self._held.popleft()
             self._queue.put_nowait(item)
             if item is None:
                 self._delivered_end = True
-                return
+
+    async def _pump(self) -> None:
+        """Release the held events whose frames did not come within a frame period."""
+        loop = asyncio.get_running_loop()
+        while not self._delivered_end:
+            self._held_wake.clear()
+            if self._held:
+                await asyncio.sleep(max(0.0, self._held[0][1] - loop.time()))
+            else:
+                await self._held_wake.wait()
+            self._release()
 
     def _finish(self, last: ClientEvent | None) -> None:
         if self._finished:
@@ -336,12 +358,7 @@ class OpenAIWebRTCClient(DuplexClient):
         out = super().describe()
         out["url"] = _without_credentials(self.config.url)
         out["call_id"] = self.call_id
-        o = self.options
-        out["arrival_correction_s"] = {
-            "jitter_delay_s": o.jitter_delay_s,
-            "encoder_delay_s": o.encoder_delay_s,
-            "jitter_tolerance_s": o.jitter_tolerance_s,
-        }
+        out["codec_delay_s"] = CODEC_DELAY_S
         return out
 
 

@@ -34,7 +34,6 @@ from clients.openai_realtime import events as wire
 from clients.openai_realtime import protocol as core
 from clients.openai_realtime.config import merge
 from clients.openai_realtime.dialects import OPENAI, Dialect
-from clients.openai_webrtc.rtc import ENCODER_DELAY_S, JITTER_DELAY_S
 from simulator.core import safejson
 from simulator.core.errors import ConfigError
 
@@ -54,9 +53,6 @@ _KNOWN = {
     "instructions",
     "session",
     "sdp_format",
-    "jitter_delay_s",
-    "jitter_tolerance_s",
-    "encoder_delay_s",
     "loopback_ice",
     "idle_fill_s",
     "continuous_output",
@@ -78,7 +74,6 @@ class WebRTCOptions:
     - ``instructions``; ``session``: a table deep-merged last into the session object.
     - ``sdp_format``: "auto" (default: raw SDP with an ``ek_`` key, multipart otherwise), "sdp" or
       "multipart" (the form with ``sdp`` and ``session`` parts).
-    - ``jitter_delay_s``: the receive-buffer delay removed from audio arrivals (default 0.08).
     - ``loopback_ice``: offer only 127.0.0.1 candidates (default: when the URL's host is loopback).
     - ``idle_fill_s``: silence frames once nothing was sent this long (default 0.5; null: never).
     - ``continuous_output``: the server streams audio all the time (default false).
@@ -91,9 +86,6 @@ class WebRTCOptions:
     instructions: str | None = None
     session_extra: Mapping[str, Any] = field(default_factory=dict)
     sdp_format: str = "auto"
-    jitter_delay_s: float = JITTER_DELAY_S
-    jitter_tolerance_s: float = JITTER_DELAY_S
-    encoder_delay_s: float = ENCODER_DELAY_S
     loopback_ice: bool | None = None
     idle_fill_s: float | None = 0.5
     continuous_output: bool = False
@@ -134,9 +126,6 @@ class WebRTCOptions:
             instructions=instructions,
             session_extra=extra,
             sdp_format=_choice(o, "sdp_format", ("auto", "sdp", "multipart")),
-            jitter_delay_s=_seconds(o, "jitter_delay_s", JITTER_DELAY_S),
-            jitter_tolerance_s=_seconds(o, "jitter_tolerance_s", JITTER_DELAY_S),
-            encoder_delay_s=_seconds(o, "encoder_delay_s", ENCODER_DELAY_S),
             loopback_ice=_flag(o, "loopback_ice", None),
             idle_fill_s=_seconds(o, "idle_fill_s", 0.5, allow_none=True),
             continuous_output=bool(_flag(o, "continuous_output", False)),

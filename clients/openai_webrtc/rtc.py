@@ -1,5 +1,5 @@
 """The aiortc pieces the client and the fake server share: peers without STUN, loopback ICE, the
-paced outgoing audio track, frame conversion, the playout clock and the receive-buffer bypass.
+paced outgoing audio track, frame conversion and the receive-buffer bypass.
 
 Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envcheck.md section 2):
 
@@ -10,13 +10,17 @@ Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envche
 - Opus frames arrive decoded as s16 stereo, 960 samples (20 ms) at 48 kHz.
 - Every ``RTCRtpReceiver`` for audio holds received packets in ``JitterBuffer(capacity=16,
   prefetch=4)``: frame k is released when packet k+4 arrives, so a steadily paced stream reaches
-  ``track.recv()`` ``RECEIVE_BUFFER_FRAMES`` x 20 ms = ``JITTER_DELAY_S`` late. The client removes
-  that constant from its arrival stamps (``PlayoutClock``); the fake server swaps its buffer for a
-  pass-through one (``bypass_jitter_buffer``): a model server hears its input without that delay.
+  ``track.recv()`` 4 x 20 ms = 80 ms late, and a stream that stops leaves its last four frames in
+  the buffer. The client and the fake server both swap it for a pass-through one
+  (``bypass_jitter_buffer``): each packet goes to the decoder as it is read, so the client hears
+  the model, and a model server hears its input, without that hold.
+- The decoder (libopus, one 20 ms packet per frame, in a thread of its own) decodes each packet it
+  is given; it conceals nothing, so a lost packet is a frame that never comes (its pts is
+  skipped).
 - aiortc's Opus encoder (libopus, application "voip") delays the signal by its lookahead, 312
   samples (``ENCODER_DELAY_S``, 6.5 ms), on every hop.
 
-tests/test_openai_webrtc.py measures both constants on loopback.
+tests/test_openai_webrtc.py measures the buffer's hold and the lookahead on loopback.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import contextvars
 import fractions
 import ipaddress
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aioice.ice
@@ -43,12 +47,9 @@ __all__ = [
     "ENCODER_DELAY_S",
     "FRAME",
     "FRAME_S",
-    "JITTER_DELAY_S",
     "RATE",
-    "RECEIVE_BUFFER_FRAMES",
     "OutgoingAudioTrack",
     "PassThroughJitterBuffer",
-    "PlayoutClock",
     "bypass_jitter_buffer",
     "frame_to_mono",
     "is_loopback_host",
@@ -59,8 +60,6 @@ __all__ = [
 RATE = 48000  # the Opus clock: every WebRTC audio frame here is at 48 kHz
 FRAME = 960  # samples in one 20 ms frame
 FRAME_S = FRAME / RATE
-RECEIVE_BUFFER_FRAMES = 4  # aiortc's audio JitterBuffer prefetch
-JITTER_DELAY_S = RECEIVE_BUFFER_FRAMES * FRAME_S  # 80 ms; tests/test_openai_webrtc.py measures it
 ENCODER_DELAY_S = 312 / RATE  # Opus lookahead (6.5 ms) of aiortc's encoder; measured by the tests
 _TIME_BASE = fractions.Fraction(1, RATE)
 
@@ -143,6 +142,9 @@ class OutgoingAudioTrack(MediaStreamTrack):
     paced every 20 ms (a live microphone never stops); short gaps are never filled, because a
     sender that fell behind pushes its backlog at once, and filled silence would move everything
     after it later on the peer's media clock.
+
+    ``after_sent(fn)`` calls ``fn`` once everything pushed so far has gone out: aiortc's sender
+    asks for the next frame only after it handed the last one to the transport.
     """
 
     kind = "audio"
@@ -157,6 +159,8 @@ class OutgoingAudioTrack(MediaStreamTrack):
         self._filling = False
         self.samples_emitted = 0
         self.silence_emitted = 0  # samples of idle fill
+        self._sent = 0  # samples the sender has handed to the transport
+        self._after_sent: deque[tuple[int, Callable[[], None]]] = deque()
 
     def push(self, samples: NDArray[Any]) -> None:
         pcm = _to_pcm16(samples)
@@ -169,6 +173,19 @@ class OutgoingAudioTrack(MediaStreamTrack):
         """Drop everything not sent yet (a barge-in flush)."""
         self._chunks.clear()
         self._pending = 0
+        self._after_sent = deque((min(at, self.samples_emitted), fn) for at, fn in self._after_sent)
+        self._run_after_sent()
+
+    def after_sent(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the samples pushed so far have been sent (at once if they have)."""
+        self._after_sent.append((self.samples_emitted + self._pending, fn))
+        self._run_after_sent()
+
+    def _run_after_sent(self) -> None:
+        while self._after_sent and (
+            self._after_sent[0][0] <= self._sent or self.readyState != "live"
+        ):
+            self._after_sent.popleft()[1]()
 
     @property
     def pending(self) -> int:
@@ -177,9 +194,12 @@ class OutgoingAudioTrack(MediaStreamTrack):
     def stop(self) -> None:
         super().stop()
         self._wake.set()
+        self._run_after_sent()
 
     async def recv(self) -> AudioFrame:
         loop = asyncio.get_running_loop()
+        self._sent = self.samples_emitted  # the sender is back for more: the last frame went out
+        self._run_after_sent()
         while self._pending < FRAME:
             if self.readyState != "live":
                 raise MediaStreamError
@@ -234,63 +254,69 @@ class OutgoingAudioTrack(MediaStreamTrack):
 
 
 class PassThroughJitterBuffer(JitterBuffer):
-    """Hands every audio packet to the decoder on arrival (an Opus packet is one whole frame);
-    drops duplicates and packets older than the newest one seen."""
+    """Hands every audio packet to the decoder as it is read (an Opus packet is one whole frame),
+    so frames come out in sequence order as their packets come in. Drops duplicates and packets
+    older than the newest one seen (reordered too late to play); a lost packet is simply missing.
 
-    def __init__(self) -> None:
+    ``handed`` counts the packets given to the decoder. With a ``clock`` the buffer also notes
+    when each was read, for ``read_at``: the receiver numbers a stream's frames (their pts) from
+    the RTP timestamp of the first packet it decodes (aiortc's ``TimestampMapper``), and so does
+    this buffer.
+    """
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
         super().__init__(capacity=16)
+        self._clock = clock
         self._last_seq: int | None = None
+        self._first_timestamp: int | None = None
+        # (pts, handed, clock()) per packet whose frame was not read yet
+        self._reads: deque[tuple[int, int, float]] = deque(maxlen=256)
+        self.handed = 0
 
     def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
         seq = packet.sequence_number
         if self._last_seq is not None and not 0 < (seq - self._last_seq) % 65536 < 32768:
             return False, None
         self._last_seq = seq
+        self.handed += 1
+        if self._clock is not None:
+            if self._first_timestamp is None:
+                self._first_timestamp = packet.timestamp
+            pts = (packet.timestamp - self._first_timestamp) % (1 << 32)
+            self._reads.append((pts, self.handed, self._clock()))
         data: bytes = getattr(packet, "_data", packet.payload)
         return False, JitterFrame(data=data, timestamp=packet.timestamp)
+
+    def read_at(self, pts: int | None) -> tuple[float, int] | None:
+        """(when its packet was read, packets handed up to it) for the decoded frame ``pts``, or
+        None if that is not known. Packets before it that left no frame are forgotten."""
+        if pts is None:
+            return None
+        while self._reads and self._reads[0][0] < pts:
+            self._reads.popleft()
+        if not self._reads or self._reads[0][0] != pts:
+            return None
+        _, handed, t = self._reads.popleft()
+        return t, handed
 
 
 _BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
 
 
-def bypass_jitter_buffer(receiver: RTCRtpReceiver) -> None:
-    """Replace an audio receiver's 4-packet JitterBuffer with ``PassThroughJitterBuffer``.
+def bypass_jitter_buffer(
+    receiver: RTCRtpReceiver, clock: Callable[[], float] | None = None
+) -> PassThroughJitterBuffer:
+    """Replace an audio receiver's 4-packet JitterBuffer with ``PassThroughJitterBuffer(clock)``
+    (and return it).
 
-    Call it before media flows (right after ``setRemoteDescription``). It sets a private aiortc
+    Call it before media flows (any time before the connection is up). It sets a private aiortc
     attribute, so it checks the attribute is there and raises if aiortc changed.
     """
     current = getattr(receiver, _BUFFER_ATTR, None)
     if not isinstance(current, JitterBuffer):
         raise RuntimeError("this aiortc version has no RTCRtpReceiver jitter buffer to replace")
-    if not isinstance(current, PassThroughJitterBuffer):
-        setattr(receiver, _BUFFER_ATTR, PassThroughJitterBuffer())
-
-
-class PlayoutClock:
-    """Arrival stamps for a received RTP audio stream, as an ideal player would play it.
-
-    ``observed`` is ``clock()`` when a frame came out of the receive buffer. Each frame is stamped
-    ``observed - correction_s`` (the buffer's delay, and our encoder's lookahead), except that a
-    frame that continues the previous one (contiguous pts) keeps its slot right after it while it
-    is at most ``tolerance_s`` late for it: a player whose buffer holds ``tolerance_s`` would play
-    it there. Later than that, the stream has a real gap and the stamp is the observation. A frame
-    early for its slot is stamped as observed (the schedule moves earlier).
-    """
-
-    def __init__(self, correction_s: float, tolerance_s: float) -> None:
-        self.correction_s = correction_s
-        self.tolerance_s = tolerance_s
-        self._next_pts: int | None = None
-        self._next_stamp = 0.0
-
-    def stamp(self, observed: float, pts: int | None, samples: int, rate: int) -> float:
-        t = observed - self.correction_s
-        if (
-            pts is not None
-            and pts == self._next_pts
-            and 0.0 < t - self._next_stamp <= self.tolerance_s
-        ):
-            t = self._next_stamp
-        self._next_pts = None if pts is None else pts + samples
-        self._next_stamp = t + samples / rate
-        return t
+    if isinstance(current, PassThroughJitterBuffer):
+        return current
+    buffer = PassThroughJitterBuffer(clock)
+    setattr(receiver, _BUFFER_ATTR, buffer)
+    return buffer

@@ -4,7 +4,9 @@ aiortc peer per call, and ServerProtocol between the peer's audio and data chann
 Each call hears the client's track through a pass-through receive buffer (a model server does not
 hold its input 80 ms), feeds every received 20 ms frame to the behaviour (resampled to
 ``behaviour_rate`` when that is not 48 kHz) and pushes the behaviour's output for that interval to
-its outgoing track at once: one output frame per input frame, paced by the client's input.
+its outgoing track at once: one output frame per input frame, paced by the client's input. An
+event goes out once the audio pushed before it has been sent, so audio and events reach the client
+in the order the server produced them.
 When no frame has come for ``FILL_LAPSE_S`` (a muted or stopped client track) the call hears
 silence for that long and goes on, as the real service runs on its own clock: a reply plays to its end.
 """
@@ -222,7 +224,7 @@ class _Call:
             elif isinstance(action, Close):
                 self._later(self._close_soon)
             elif isinstance(action, SendEvent):
-                self._later(self._send_text, action.text)
+                self._later(self._send_after_audio, action.text)
             elif isinstance(action, SendAudio):
                 self._later(self.track.push, self.from_rate(np.asarray(action.samples)))
 
@@ -234,6 +236,11 @@ class _Call:
         loop = asyncio.get_running_loop()
         self.last_due = max(loop.time() + self.delay_s, self.last_due + 1e-6)
         loop.call_at(self.last_due, fn, *args)
+
+    def _send_after_audio(self, text: str) -> None:
+        """Send an event once the audio pushed before it is on the wire, as a server whose
+        ``output_audio_buffer.stopped`` means its buffer has drained."""
+        self.track.after_sent(lambda: self._send_text(text))
 
     def _send_text(self, text: str) -> None:
         if self.channel is not None and self.channel.readyState == "open":
