@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.behaviours import behaviour_factory
+from clients.behaviours import behaviour_factory, synthetic_voice
 from simulator.core.turns import TurnSettings
 from simulator.runner import outcome_row
 from simulator.session import SessionOutcome, SessionSettings, run_session
@@ -198,3 +198,31 @@ def test_a_stream_that_resumes_in_real_time_after_a_stall_is_not_cut() -> None:
     assert behind.timing.onset_s == pytest.approx(on_time.timing.onset_s, abs=SAMPLE)
     # the whole reply, with the stall inside it as the listener heard it
     assert behind.timing.duration_s == pytest.approx(on_time.timing.duration_s + 2.5, abs=0.01)
+
+
+def voice_with_a_hole(hole_at_s: float = 0.04, hole_s: float = 0.02) -> np.ndarray:
+    """0.2 s silence, 1 s of synthetic voice with ``hole_s`` of silence ``hole_at_s`` into it,
+    0.1 s silence. The voice starts on a syllable's quiet rise: its levels spread 6 dB only
+    about 100 ms in, so the VAD frame of the hole falls inside a run that does not count yet
+    (webrtcvad drops loud frames of a coded voice there the same way)."""
+    voice = synthetic_voice(RATE, 1.0)
+    a = round(hole_at_s * RATE)
+    voice[a : a + round(hole_s * RATE)] = 0.0
+    x = np.zeros(round(1.3 * RATE), np.float32)
+    x[round(0.2 * RATE) : round(1.2 * RATE)] = voice
+    return x
+
+
+@pytest.mark.parametrize("late_ms", range(10))
+def test_an_unvoiced_frame_in_the_replys_first_syllable_does_not_move_its_onset(
+    late_ms: int,
+) -> None:
+    # the reply lands anywhere within a 10 ms VAD frame; wherever it does, its onset is its
+    # first sample (before the gap rule: the frame after the hole, 50-60 ms late)
+    late_s = late_ms / 1000
+    client = echo(0.5, delay=lambda k: late_s)
+    out = run_virtual(run_session(client, voice_with_a_hole(), SETTINGS))
+    assert out.status == "ok" and out.timing is not None and out.timing.latency_s is not None
+    [turn] = client.behaviour.turns
+    assert out.timing.speech_end_s == pytest.approx(turn.end_s, abs=SAMPLE)
+    assert out.timing.latency_s == pytest.approx(0.5 + late_s, abs=SAMPLE)

@@ -3,7 +3,10 @@
 Detection runs on fixed frames (webrtcvad at 16 kHz, or plain energy). A voiced run is speech only
 once it lasts ``min_speech_ms`` and its frame levels have spread by ``min_spread_db``: webrtcvad
 flags the first tens of milliseconds of steady noise while it adapts, and steady noise is level
-where speech rises and falls. Streaming and whole-clip detection share that rule (``SpeechRuns``),
+where speech rises and falls. A run goes on over up to ``max_gap_ms`` of unvoiced frames: webrtcvad
+drops loud frames of speech (one to four at a time in an Opus-coded voice), and a run that began on
+a syllable's quiet rise would otherwise be dropped there, before its levels had spread, and speech
+would start after the gap, tens of milliseconds late. Streaming and whole-clip detection share that rule (``SpeechRuns``),
 so a session and a re-measurement of its recording decide alike. Edges are then refined to the
 sample with an amplitude threshold, because timing metrics need better than a frame's resolution.
 """
@@ -33,8 +36,9 @@ __all__ = [
 ]
 
 VAD_RATE = 16000
-# settings recorded before the steady-noise rule lack it: re-measured as they were measured
-BEFORE_RUN_RULE = {"min_spread_db": 0.0, "spread_skip_ms": 0}
+# settings recorded before the run rule (steady noise, then gaps) lack its fields: re-measured as
+# they were measured
+BEFORE_RUN_RULE = {"min_spread_db": 0.0, "spread_skip_ms": 0, "max_gap_ms": 0}
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
 
@@ -49,10 +53,13 @@ class VadConfig:
     min_speech_ms: int = 30  # shorter voiced runs are clicks, not speech
     min_spread_db: float = 6.0  # a voiced run whose frame levels stay within this is steady noise
     spread_skip_ms: int = 30  # a run's first frames (a codec's fade-in) do not count in its spread
+    max_gap_ms: int = 50  # a voiced run goes on over this much of unvoiced frames (whole ones)
 
     def __post_init__(self) -> None:
         if self.frame_ms not in (10, 20, 30):
             raise ValueError(f"vad frame_ms must be 10, 20 or 30, not {self.frame_ms}")
+        if self.max_gap_ms < 0:
+            raise ValueError(f"vad max_gap_ms must not be negative, not {self.max_gap_ms}")
         if not 0 <= self.aggressiveness <= 3:
             raise ValueError(f"vad aggressiveness must be 0..3, not {self.aggressiveness}")
         if self.kind not in ("webrtc", "energy"):
@@ -105,15 +112,19 @@ def _classify(
 
 class SpeechRuns:
     """Raw frame flags -> speech frames, as they stream in: a voiced run counts from its first
-    frame once it has lasted ``min_speech_ms`` and its levels after its first ``spread_skip_ms``
-    have spread by ``min_spread_db``; a run that ends before both is dropped."""
+    frame once it has ``min_speech_ms`` of voiced frames and its levels after its first
+    ``spread_skip_ms`` have spread by ``min_spread_db``; a run that ends before both is dropped.
+    Up to ``max_gap_ms`` of unvoiced frames do not end a run; once it counts they are speech."""
 
     def __init__(self, cfg: VadConfig) -> None:
         self.min_frames = max(1, -(-cfg.min_speech_ms // cfg.frame_ms))
         self.min_spread_db = cfg.min_spread_db
         self.skip = cfg.spread_skip_ms // cfg.frame_ms
+        self.max_gap = cfg.max_gap_ms // cfg.frame_ms
         self.frames_done = 0
         self._start: int | None = None  # first frame of the current raw run
+        self._last = -1  # its last voiced frame
+        self._voiced = 0  # its voiced frames
         self._lo = self._hi = 0.0
         self._confirmed = False
 
@@ -126,27 +137,36 @@ class SpeechRuns:
         for i in range(flags.size):
             k = self.frames_done + i
             if not flags[i]:
-                self._start = None
+                if self._start is not None and k - self._last > self.max_gap:
+                    self._start = None
                 continue
-            level = float(levels[i])
-            if self._start is None:
-                self._start, self._lo, self._hi, self._confirmed = k, math.inf, -math.inf, False
-            if k - self._start >= self.skip or self.min_spread_db <= 0:
-                self._lo, self._hi = min(self._lo, level), max(self._hi, level)
-            if self._confirmed:
-                lo = k
-            elif k + 1 - self._start >= self.min_frames and (
-                self.min_spread_db <= 0 or self._hi - self._lo >= self.min_spread_db
-            ):
-                self._confirmed, lo = True, self._start
-            else:
+            span = self._voiced_frame(k, float(levels[i]))
+            if span is None:
                 continue
-            if spans and spans[-1][1] == lo:
-                spans[-1] = (spans[-1][0], k + 1)
+            if spans and spans[-1][1] == span[0]:
+                spans[-1] = (spans[-1][0], span[1])
             else:
-                spans.append((lo, k + 1))
+                spans.append(span)
         self.frames_done += flags.size
         return spans
+
+    def _voiced_frame(self, k: int, level: float) -> tuple[int, int] | None:
+        """Voiced frame ``k``: the span it makes speech, if any."""
+        if self._start is None:
+            self._start, self._last, self._voiced = k, k - 1, 0
+            self._lo, self._hi, self._confirmed = math.inf, -math.inf, False
+        self._voiced += 1
+        if k - self._start >= self.skip or self.min_spread_db <= 0:
+            self._lo, self._hi = min(self._lo, level), max(self._hi, level)
+        lo: int | None = None
+        if self._confirmed:
+            lo = self._last + 1  # the gap it went on over is speech too
+        elif self._voiced >= self.min_frames and (
+            self.min_spread_db <= 0 or self._hi - self._lo >= self.min_spread_db
+        ):
+            self._confirmed, lo = True, self._start
+        self._last = k
+        return None if lo is None else (lo, k + 1)
 
 
 def _runs(flags: BoolArray) -> list[tuple[int, int]]:
