@@ -1,6 +1,6 @@
 """The run rule on raw frame flags, exact to the frame: a run counts once it has lasted
 ``min_speech_ms`` and its levels have spread by ``min_spread_db``; up to ``max_gap_ms`` of
-unvoiced frames (webrtcvad drops single loud frames of speech) do not end it."""
+unvoiced frames (webrtcvad drops loud frames of speech, up to four at a time) do not end it."""
 
 from __future__ import annotations
 
