@@ -3,7 +3,7 @@
 ``--concurrency`` is a ceiling, not a promise. Two things decide how many sessions run at once:
 
 - ``ValidWindow`` learns it from the sessions themselves: each session that ends with valid
-  timing lets one more run (doubling per round at first, then one more per round), and a
+  timing lets one more run (the window doubles per round while they keep their budget), and a
   session that broke its budget although it started after the last cut halves the window. It
   follows what the machine can pace, whatever moves it (our load, a co-located fake's, another
   job's), and it is the figure the run's results depend on.
@@ -49,22 +49,21 @@ INITIAL_WINDOW = 8.0  # sessions at once before any has finished: few enough for
 class ValidWindow:
     """How many sessions at once keep their timing valid, learnt from how they end (pure: the
     caller gives the times). Like a congestion window: grows while sessions end valid, halves
-    when one started under the present window still broke its budget."""
+    when one started under the present window still broke its budget. A machine that paces N
+    sessions settles between N/2 and N; one invalid session in a round costs half a round."""
 
     size: float = INITIAL_WINDOW
     cut_at: float = -math.inf  # when it was last halved
-    cut: bool = False  # halved at least once: growth is one per round from then on
 
     def ended(self, valid: bool, started_at: float, now: float, in_flight: int) -> None:
         """A session started at ``started_at`` ended now, its timing ``valid`` or not, with
         ``in_flight`` sessions running (itself included)."""
         if valid:
             if in_flight >= self.sessions:  # the window was what held the run back: widen it
-                self.size += 1.0 / self.size if self.cut else 1.0
+                self.size += 1.0
         elif started_at >= self.cut_at:  # one started before the last cut says nothing new
             self.size = max(1.0, self.size / 2.0)
             self.cut_at = now
-            self.cut = True
 
     @property
     def sessions(self) -> int:

@@ -50,11 +50,12 @@ def test_the_window_doubles_per_round_until_a_session_breaks_its_budget() -> Non
     # sessions that started before the cut ran under the old window: they say nothing new
     w.ended(False, started_at=9.0, now=11.0, in_flight=4)
     assert w.sessions == 4
-    # after a cut, one more per round
     for _ in range(4):
         w.ended(True, started_at=10.5, now=12.0, in_flight=w.sessions)
-    assert 4.9 < w.size < 5.0
-    w.ended(False, started_at=10.5, now=13.0, in_flight=5)  # started after the cut: halve again
+    assert w.sessions == 8
+    w.ended(False, started_at=10.5, now=13.0, in_flight=8)  # started after the cut: halve again
+    assert w.sessions == 4
+    w.ended(False, started_at=12.5, now=14.0, in_flight=4)
     assert w.sessions == 2
     for _ in range(5):
         w.ended(False, started_at=20.0 + _, now=21.0 + _, in_flight=1)
