@@ -55,7 +55,7 @@ def test_the_window_doubles_per_round_until_a_session_breaks_its_budget() -> Non
     assert w.sessions == 8
     w.ended(False, started_at=10.5, now=13.0, in_flight=8)  # started after the cut: halve again
     assert w.sessions == 4
-    w.ended(False, started_at=12.5, now=14.0, in_flight=4)
+    w.ended(False, started_at=13.5, now=14.0, in_flight=4)
     assert w.sessions == 2
     for _ in range(5):
         w.ended(False, started_at=20.0 + _, now=21.0 + _, in_flight=1)
