@@ -15,7 +15,9 @@ or a profile names the class itself (``protocol = "mypkg.client:MyClient"``), as
 
 from __future__ import annotations
 
+import functools
 import importlib
+import sys
 from importlib import metadata
 
 from simulator.core.errors import ConfigError
@@ -35,7 +37,14 @@ def is_object_name(name: str) -> bool:
 
 def plugin_names(group: str) -> dict[str, str]:
     """name -> ``module:attr`` of every entry point in ``group`` of the installed packages."""
-    return {ep.name: ep.value for ep in metadata.entry_points(group=group)}
+    return dict(_entry_points(group, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=16)
+def _entry_points(group: str, path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    # reading every installed package's metadata takes milliseconds: once per group and search
+    # path, never per session on the loop that paces the others (a new path looks again)
+    return tuple((ep.name, ep.value) for ep in metadata.entry_points(group=group))
 
 
 def load_object(spec: str, what: str) -> object:
