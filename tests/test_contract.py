@@ -252,7 +252,7 @@ async def test_polled_and_streamed_events_give_the_same_session(protocol, monkey
 async def test_a_server_closing_after_its_reply_ends_the_session_well(pollable, monkeypatch):
     """A server that echoes, then closes normally while the session still streams silence:
     the session is ok with reason server-closed, whether its events are polled or streamed
-    (a polled session learns of the close from its next send)."""
+    (a polled session learns of the close from its next send); the reply is whole, not cut."""
     from websockets.asyncio.server import ServerConnection, serve
 
     from clients.pcm_ws import events as wire
@@ -276,4 +276,4 @@ async def test_a_server_closing_after_its_reply_ends_the_session_well(pollable, 
         client = PcmWsClient(ClientConfig(url=f"ws://127.0.0.1:{port}", connect_timeout_s=5.0))
         out = await run_session(client, context(), SETTINGS)
     assert out.status == "ok" and out.end_reason == "server-closed", out.error
-    assert out.error is None
+    assert out.error is None and out.truncated is None
