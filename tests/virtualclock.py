@@ -2,7 +2,10 @@
 
 The loop's clock moves only when every task waits on a timer (it jumps to the next one) and no
 executor job is running, so a session driven by it is exact to the sample however loaded the
-machine is. The scripted client answers each frame with a reference behaviour's output for it,
+machine is. Real loopback sockets work on it too (a fake server and a real client in one loop):
+what one side writes is in the other's socket when the write returns, so the clock never jumps
+past a message in flight. The scripted client answers each frame with a reference behaviour's
+output for it,
 delivered after a delay the test chooses per chunk (a model that lags, a late chunk), up to the
 moment the test has the server close the connection.
 """
