@@ -309,8 +309,9 @@ class _Session:
     async def _end_turn(self, frames: int) -> None:
         """The user's turn is over after ``frames`` frames."""
         self.turn_frames = frames
-        self.detector.context_end_s = self.schedule.due(frames)
-        self.log(self.clock() - self.t0, "local", "context_end")
+        self.detector.context_end_s = end_s = self.schedule.due(frames)
+        # when it was seen, and where on the timeline the turn ended (the media time sent)
+        self.log(self.clock() - self.t0, "local", "context_end", end_s=round(end_s, 6))
         if self.caps.manual_commit:
             await self.client.commit_turn()
 
