@@ -106,8 +106,8 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
 
 
 def _turn_end_s(bundle: Path) -> float:
-    """Where a live session's user turn ended: the media end of the last frame sent before its
-    ``context_end`` event."""
+    """Where a live session's user turn ended: as its ``context_end`` event says, or (recorded
+    before the event said it) the media end of the last frame sent before that event."""
     frame_s, end_s, last_due = 0.0, None, 0.0
     for lineno, event in read_events(bundle):
         if event is None:
@@ -117,7 +117,7 @@ def _turn_end_s(bundle: Path) -> float:
         elif event.get("dir") == "send":
             last_due = float(event["due"])
         elif event.get("kind") == "context_end":
-            end_s = last_due + frame_s
+            end_s = float(event["end_s"]) if "end_s" in event else last_due + frame_s
             break
     if end_s is None:
         raise ConfigError(f"{bundle}: the recorded live session never ended its user turn")

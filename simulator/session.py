@@ -192,6 +192,7 @@ class _Session:
         self.intake = Intake(self.caps.output_rate, settings.turns.max_reply_s + AHEAD_MARGIN_S)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
         self.vad_end = 0  # samples of the track fed to the streaming VAD
+        self.vad_finished = False  # the stream is over and the VAD has had all of it
         self.vad_batch = self.caps.output_rate // 10  # run the VAD on >= 100 ms at a time
         # the first VAD frame that ends after the window starts: speech before it is chatter
         self.first_frame = max(0, int(window_start_s / settings.vad.frame_s + 1e-9))
@@ -205,6 +206,7 @@ class _Session:
         self.last_rx = 0.0
         self.rx_lag_max_s = 0.0  # the longest an event waited between its read and its handling
         self.ended_by: str | None = None  # how streaming stopped when the detector did not say
+        self.closed_at_s: float | None = None  # where the model's stream stopped, if it closed
 
     @property
     def done(self) -> bool:
@@ -222,10 +224,21 @@ class _Session:
         """Feed the VAD everything placed since the last call (final: nothing is ever placed
         before the track's audible end) and tell the detector about speech frames."""
         end = self.track.end_samples
-        if end <= self.vad_end:
+        if end <= self.vad_end or self.vad_finished:
             return
         spans = self.vad.speech(self.track.segment(self.vad_end, end))
         self.vad_end = end
+        self._voiced(spans)
+
+    def finish_vad(self) -> None:
+        """The stream is over (closed, or the session ended): the VAD decides on its last audio
+        too, which it otherwise holds until more comes (a partial frame, the resampler's)."""
+        if not self.vad_finished:
+            self.advance_vad()
+            self.vad_finished = True
+            self._voiced(self.vad.finish())
+
+    def _voiced(self, spans: list[tuple[int, int]]) -> None:
         frame_s = self.vad.cfg.frame_s
         for lo, hi in spans:
             lo = max(lo, self.first_frame)
@@ -242,6 +255,16 @@ class _Session:
         if last is None:
             return self.track.stream_end_s
         return last + self.track.stream_after_s(last)
+
+    def _stream_end_s(self) -> float:
+        """Where the model's stream stopped on the timeline, as the detector counts its silence:
+        its own audio time for a stream that sends its silence; for others, when the close was
+        seen (time passing was their silence), unless audio sent ahead still plays out."""
+        model = self.model_s()
+        if model is not None:
+            return model
+        seen = min(self.clock() - self.t0, self.schedule.due(self.frames_sent))
+        return max(seen, self.track.stream_end_s)
 
     def tick(self, now_s: float) -> EndReason | None:
         """Advance the detector; the VAD catches up in batches, and always before an ending."""
@@ -293,8 +316,9 @@ class _Session:
     async def _end_turn(self, frames: int) -> None:
         """The user's turn is over after ``frames`` frames."""
         self.turn_frames = frames
-        self.detector.context_end_s = self.schedule.due(frames)
-        self.log(self.clock() - self.t0, "local", "context_end")
+        self.detector.context_end_s = end_s = self.schedule.due(frames)
+        # when it was seen, and where on the timeline the turn ended (the media time sent)
+        self.log(self.clock() - self.t0, "local", "context_end", end_s=round(end_s, 6))
         if self.caps.manual_commit:
             await self.client.commit_turn()
 
@@ -317,11 +341,12 @@ class _Session:
             self._events_ended()
 
     def _events_ended(self) -> None:
-        self.advance_vad()
+        self.finish_vad()  # nothing more will be placed
         if not self.done:
             if self.detector.onset_s is None:
                 raise Disconnected("server closed the connection before replying")
             self.ended_by = "server-closed"
+            self.closed_at_s = self._stream_end_s()
             self.log(self.clock() - self.t0, "local", "reply_end", reason="server-closed")
 
     def on_event(self, event: ClientEvent) -> None:
@@ -447,7 +472,9 @@ class _Session:
 
     def truncated(self, deadline: bool) -> str | None:
         """Why the reply was cut short, if it was: its maximum length, the session's deadline,
-        or a server that closed while the model was still speaking."""
+        or a server that closed while the model was still speaking: its last speech reaches
+        the end of its stream (within two VAD frames: the last one may be partial, completed
+        with silence). Silence the model sent, or let pass, before the close is not a cut."""
         d = self.detector
         if d.onset_s is None:
             return None
@@ -455,10 +482,8 @@ class _Session:
             return "deadline"
         if d.ended is EndReason.MAX_LENGTH:
             return EndReason.MAX_LENGTH.value
-        speaking_at_end = (
-            d.last_voiced_end_s or 0.0
-        ) >= self.track.end_s - 2 * self.vad.cfg.frame_s
-        if self.ended_by == "server-closed" and speaking_at_end:
+        closed, last = self.closed_at_s, d.last_voiced_end_s
+        if closed is not None and last is not None and last >= closed - 2 * self.vad.cfg.frame_s:
             return "server-closed"
         return None
 
@@ -542,7 +567,7 @@ async def run_session(
         with contextlib.suppress(Exception):
             await client.aclose()
     wall_s = clock() - wall0
-    s.advance_vad()  # the last audio placed: the detector's speech frames are final
+    s.finish_vad()  # the last audio placed: the detector's speech frames are final
     loop = asyncio.get_running_loop()
     # assembling the recordings is end-of-session work: off the loop that paces the others
     sent, output = await asyncio.to_thread(_recorded_audio, s)

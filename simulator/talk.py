@@ -304,7 +304,8 @@ class _Talk:
         self, sample_id: str, client: dict[str, Any], caps: dict[str, Any], out: SessionOutcome
     ) -> BundleMeta:
         opts, audio = self.opts, self.opts.audio
-        context_end = next((e["t"] for e in out.events if e["kind"] == "context_end"), None)
+        # where the turn ended on the timeline (not when the session saw it: a loaded loop is late)
+        context_end = next((e["end_s"] for e in out.events if e["kind"] == "context_end"), None)
         return BundleMeta(
             # live: the person's audio is input.wav and there is nothing to mirror
             sample=SampleRef(id=sample_id, kind="live", context_turn_start_s=0.0),

@@ -101,24 +101,33 @@ def test_talk_records_a_turn_that_plays_scores_and_reports(tmp_path):
     assert rate == RATE and sent.size > clip.size
     np.testing.assert_allclose(sent[: clip.size], clip, atol=1e-4)
     assert np.abs(sent[clip.size :]).max() == 0.0
-    # output.wav: the echo of the speech, starting at the measured onset
+    # output.wav: the echo of the speech, in the same voice, from the measured onset
     output, _ = sf.read(bundle / "output.wav", dtype="float32")
     onset = round(row.onset_s * RATE)
-    assert np.abs(output[:onset]).max() < 0.01
-    # the echo of the speech: as long, as loud, the same voice (chunks placed at their arrival
-    # may leave sub-millisecond gaps, so the timeline is not sample-identical to the speech)
     speech = clip[round(0.2 * RATE) :]
-    assert row.reply_duration_s == pytest.approx(1.0, abs=0.05)
     echo = output[onset : onset + speech.size]
-    assert rms(echo) == pytest.approx(rms(speech), rel=0.1)
     assert peak_hz(echo) == pytest.approx(140.0, abs=3.0)  # voiced_signal's f0
+    # in one piece, as long and as loud, where the session kept its timing: chunks are placed
+    # at their arrival, so a stall of this machine's longer than the bridge splits the reply (a
+    # first piece too short to be speech before the onset, a gap within), and the session then
+    # says its timing is invalid; on time, only sub-millisecond gaps (the timeline is not
+    # sample-identical to the speech)
+    if row.timing_valid:
+        assert np.abs(output[:onset]).max() < 0.01
+        assert row.reply_duration_s == pytest.approx(1.0, abs=0.05)
+        assert rms(echo) == pytest.approx(rms(speech), rel=0.1)
 
-    # the speaker played the model, and only the model (never the person's own voice)
+    # the speaker played the model, and only the model (never the person's own voice): what it
+    # played is the recording wherever it played anything, and all of it where the session
+    # kept its timing (audio placed further behind than the player's latency is not heard)
     [speaker] = fake.outputs()
     played = speaker.audio()
     n = min(played.size, output.size)
-    assert n > output.size - speaker.block
-    np.testing.assert_allclose(played[:n], output[:n], atol=1e-4)
+    heard = played[:n] != 0
+    np.testing.assert_allclose(played[:n][heard], output[:n][heard], atol=1e-4)
+    if row.timing_valid:
+        assert n > output.size - speaker.block
+        np.testing.assert_allclose(played[:n], output[:n], atol=1e-4)
 
     # score: the reply only (there is no reference); report: timing, no MIRRORING sample
     jobs, problems = collect_clips(tmp_path / "t")

@@ -2,8 +2,12 @@
 
 The loop's clock moves only when every task waits on a timer (it jumps to the next one) and no
 executor job is running, so a session driven by it is exact to the sample however loaded the
-machine is. The scripted client answers each frame with a reference behaviour's output for it,
-delivered after a delay the test chooses per chunk (a model that lags, a late chunk).
+machine is. Real loopback sockets work on it too (a fake server and a real client in one loop):
+what one side writes is in the other's socket when the write returns, so the clock never jumps
+past a message in flight. The scripted client answers each frame with a reference behaviour's
+output for it,
+delivered after a delay the test chooses per chunk (a model that lags, a late chunk), up to the
+moment the test has the server close the connection.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from clients.base import (
     EndOfTurn,
 )
 from clients.behaviours import Behaviour
+from simulator.core.errors import Disconnected
 
 T = TypeVar("T")
 
@@ -74,8 +79,11 @@ def run_virtual(main: Coroutine[Any, Any, T]) -> T:
 
 class ScriptedClient(DuplexClient):
     """A model in-process: each frame sent is pushed through ``behaviour``; its output for that
-    frame arrives ``delay(k)`` seconds after the send (k: the output chunk's number). ``silence``
-    says whether silent output is sent (a continuous stream) or nothing."""
+    frame arrives ``delay(k)`` seconds after the send (k: the output chunk's number).
+    ``continuous`` says whether silent output is sent (a continuous stream) or nothing.
+    ``close_at_s``: the server closes the connection at that time on the session's timeline:
+    the audio it made is cut there, a send after it fails as on a closed socket, and a poll
+    says the stream has ended."""
 
     protocol = "scripted"
     pollable = True
@@ -89,14 +97,18 @@ class ScriptedClient(DuplexClient):
         continuous: bool = True,
         end_of_turn: bool = True,
         transform: Callable[[np.ndarray], np.ndarray] | None = None,
+        close_at_s: float | None = None,
+        connect_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(ClientConfig(url="scripted://"))
+        super().__init__(ClientConfig(url="scripted://", connect_timeout_s=connect_timeout_s))
         self.behaviour = behaviour
         self.rate = rate
         self.delay = delay
         self.continuous = continuous
         self.end_of_turn = end_of_turn
         self.transform = transform
+        self.close_at_s = close_at_s
+        self.t0: float | None = None
         self.sent_frames: list[np.ndarray] = []
         self._queue: list[ClientEvent] = []
         self._k = 0
@@ -114,11 +126,25 @@ class ScriptedClient(DuplexClient):
     async def connect(self) -> None:
         return None
 
+    def timeline_started(self, t0: float) -> None:
+        self.t0 = t0
+
+    def _closed_after(self, now: float) -> int | None:
+        """Samples the server still sends from ``now`` before it closes (None: it stays open)."""
+        if self.close_at_s is None or self.t0 is None:
+            return None
+        return max(0, round((self.t0 + self.close_at_s - now) * self.rate))
+
     async def send_audio(self, samples: np.ndarray) -> None:
         now = self.clock()
+        left = self._closed_after(now)
+        if left == 0:
+            raise Disconnected("server closed the connection (1000)", reason="disconnected")
         self.sent_frames.append(samples)
         step = self.behaviour.push(samples)
         audio = step.audio if self.transform is None else self.transform(step.audio)
+        if left is not None:
+            audio = audio[:left]  # the model is cut where the server closes
         if self.continuous or not step.silent:
             self._last = max(self._last, now + self.delay(self._k))
             self._queue.append(AudioOut(audio.astype(np.float32), self._last))
@@ -134,7 +160,7 @@ class ScriptedClient(DuplexClient):
         due = [e for e in self._queue if e.arrival <= now]
         self._queue = [e for e in self._queue if e.arrival > now]
         due.sort(key=lambda e: e.arrival)
-        return due, False
+        return due, self._closed_after(now) == 0
 
     async def aclose(self) -> None:
         return None

@@ -259,6 +259,18 @@ class StreamingVad:
         """Raw flags of the frames completed by this chunk (before the run rule)."""
         return self._frames(samples)[0]
 
+    def finish(self) -> list[tuple[int, int]]:
+        """Spans found once the stream is over: the audio the resampler still holds (about
+        21 ms from 24 kHz) and a last partial frame, completed with the silence that follows
+        the stream (as a listener hears it, and as ``frame_flags`` sees a recording padded past
+        its end). Nothing may be pushed after it."""
+        if self._resampler is not None:
+            tail = self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            self._resampler = None
+            self._pending = np.concatenate((self._pending, np.asarray(tail, np.float32)))
+        short = -self._pending.size % self.cfg.frame_len
+        return self.speech(np.zeros(short, dtype=np.float32))
+
     def _frames(self, samples: FloatArray) -> tuple[BoolArray, NDArray[np.float64]]:
         x = np.asarray(samples, dtype=np.float32)
         if self._resampler is not None:

@@ -135,7 +135,8 @@ def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
     for r in ranked(reports):
         out = r.metrics.out_of_n
         reasons = ", ".join(f"{reason} {len(ids)}" for reason, ids in out.items()) or "none"
-        truncated = f"; {r.timing.truncated} replies truncated" if r.timing.truncated else ""
+        cut = r.timing.truncated
+        truncated = f"; {cut} {'reply' if cut == 1 else 'replies'} truncated" if cut else ""
         notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}")
     return notes
 
