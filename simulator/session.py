@@ -206,6 +206,7 @@ class _Session:
         self.last_rx = 0.0
         self.rx_lag_max_s = 0.0  # the longest an event waited between its read and its handling
         self.ended_by: str | None = None  # how streaming stopped when the detector did not say
+        self.sending: tuple[int, float, float, int] | None = None  # (n, due, woke, samples)
         self.closed_at_s: float | None = None  # where the model's stream stopped, if it closed
 
     @property
@@ -288,18 +289,22 @@ class _Session:
             if delay > 0:
                 await asyncio.sleep(delay)
             woke = self.clock()
+            # a send still under way when the session ends (its deadline) is recorded then
+            self.sending = (n, due, woke, chunk.size)
             try:
                 if message is None:
                     await self.client.send_audio(chunk)
                 else:
                     await self.client.send_encoded(message)
             except SessionError:
+                self.sending = None  # it did not go out: nothing was late
                 # what the server said before it closed, and why: a close after its reply
                 # (websockets' send returns only once the connection is closed) ends it well
                 self._drain_events()
                 if not self.done:
                     raise
                 break
+            self.sending = None
             sent = self.clock()  # after the send returned: the send's own cost is in the error
             self.frames_sent = n = n + 1
             self.records.add_send(n - 1, sent - self.t0, due - self.t0, chunk.size, woke - self.t0)
@@ -560,6 +565,9 @@ async def run_session(
                 f"session passed its deadline of {deadline:.1f} s", reason="deadline"
             )
     finally:
+        if s.sending is not None:  # it never returned: as late as the session's end
+            n, due, woke, size = s.sending
+            s.records.add_send(n, clock() - s.t0, due - s.t0, size, woke - s.t0)
         if tap is not None:
             tap.on_end()
         if isinstance(s.inbox, EventPump):

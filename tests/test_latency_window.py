@@ -126,3 +126,23 @@ def test_the_window_adds_its_parts_against_the_budget() -> None:
     assert check.invalid == ("latency window 5.1 ms > 5 ms (send 2.0, loop 1.5, model server 1.6)")
     roomy = TimingBudget(latency_ms=6.0)
     assert check_timing([0.0], [0.0], 0.0, FRAME_S, roomy, window).valid
+
+
+class StuckSend(ScriptedClient):
+    """A client whose send of frame ``stuck_frame`` never returns."""
+
+    def __init__(self, stuck_frame: int) -> None:
+        super().__init__(echo(0.5).behaviour)
+        self.stuck_frame = stuck_frame
+
+    async def send_audio(self, samples: np.ndarray) -> None:
+        if len(self.sent_frames) == self.stuck_frame:
+            await asyncio.Event().wait()
+        await super().send_audio(samples)
+
+
+def test_a_send_that_never_returns_is_recorded_late_at_the_deadline() -> None:
+    out = session(StuckSend(30))
+    assert out.status == "failed" and out.end_reason == "deadline"
+    assert not out.check.valid
+    assert out.check.send.max_ms > 1000.0  # stuck from its due time to the session's end
