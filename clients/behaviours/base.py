@@ -189,9 +189,12 @@ class Behaviour(ABC):
 
     def _turn_ended(self, edge: _Edge, now: int) -> None:
         self._floor_frame = edge.at_frame + 1
-        hi = self._sample(edge.at_frame + 1)
-        end = self._refine(self._turn_begin, hi, onset=False, default=self._sample(edge.frame + 1))
-        onset = self._refine(self._turn_begin, hi, onset=True, default=self._onset)
+        lo, hi = self._turn_begin, self._sample(edge.at_frame + 1)
+        # one pass over the turn for both edges: a fake's work at a turn end stalls every
+        # other connection it serves
+        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
+        end = self._sample(edge.frame + 1) if bounds is None else lo + round(bounds[1] * self.rate)
+        onset = self._onset if bounds is None else lo + round(bounds[0] * self.rate)
         turn = UserTurn(self.rate, onset, end, hi)
         self.turns.append(turn)
         if not self.replying:
