@@ -124,7 +124,7 @@ async def ladder_run(
     # (1 ms for the reply's own placement: our read and the fake's turn-around, below a stall)
     timed = [r for r in rows if r.status == "ok" and r.latency_s is not None]
     beyond = [
-        r.sample_id
+        r
         for r in timed
         if abs(r.latency_s - args.latency) * 1000 > (r.latency_bound_ms or 0.0) + 1.0  # type: ignore[operator]
     ]
@@ -153,6 +153,7 @@ async def ladder_run(
         "latency_error_vs_audio_ms": {q: pct(audio_ms, q) for q in (50, 99, 100)},
         "invalid_by": dict(Counter(reasons)),
         "errors_beyond_their_bound": len(beyond),
+        "valid_beyond_their_bound": sum(bool(r.timing_valid) for r in beyond),
         "latency_bound_ms": {
             q: pct([r.latency_bound_ms or 0.0 for r in timed], q) for q in (50, 90)
         },

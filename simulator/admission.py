@@ -3,8 +3,8 @@
 ``--concurrency`` is a ceiling, not a promise. Two things decide how many sessions run at once:
 
 - ``ValidWindow`` learns it from the sessions themselves: each session that ends with valid
-  timing lets one more run (the window doubles per round while they keep their budget), and a
-  session that broke its budget although it started after the last cut halves the window. It
+  timing lets one more run (the window doubles per round while they keep their budget), and it
+  halves when a quarter or more of the sessions started since the last cut broke it. It
   follows what the machine can pace, whatever moves it (our load, a co-located fake's, another
   job's), and it is the figure the run's results depend on.
 - ``Headroom`` samples the event loop's lag (a ticker that asks to wake every ``TICK_S`` and
@@ -43,27 +43,40 @@ class AdmissionLimits:
 
 
 INITIAL_WINDOW = 8.0  # sessions at once before any has finished: few enough for 2 cores
+CUT_MIN = 2  # invalid sessions since the last cut before the window halves ...
+CUT_SHARE = 0.25  # ... if they are at least this share of the sessions ended since
 
 
 @dataclass
 class ValidWindow:
     """How many sessions at once keep their timing valid, learnt from how they end (pure: the
-    caller gives the times). Like a congestion window: grows while sessions end valid, halves
-    when one started under the present window still broke its budget. A machine that paces N
-    sessions settles between N/2 and N; one invalid session in a round costs half a round."""
+    caller gives the times). Like a congestion window: grows by one for each session that ends
+    valid while the window holds the run back, and halves once the sessions started since the
+    last cut show that the load breaks budgets: at least ``CUT_MIN`` of them invalid, and
+    ``CUT_SHARE`` or more. A stray invalid session (a machine that stalls now and then whatever
+    the load) does not shrink it; a run far past what the machine paces does, within a round."""
 
     size: float = INITIAL_WINDOW
     cut_at: float = -math.inf  # when it was last halved
+    valid_since: int = 0  # sessions started after the last cut that ended valid ...
+    invalid_since: int = 0  # ... and invalid
 
     def ended(self, valid: bool, started_at: float, now: float, in_flight: int) -> None:
         """A session started at ``started_at`` ended now, its timing ``valid`` or not, with
         ``in_flight`` sessions running (itself included)."""
+        if valid and in_flight >= self.sessions:  # the window was what held the run back
+            self.size += 1.0
+        if started_at < self.cut_at:
+            return  # it ran under the window before the last cut: no evidence about this one
         if valid:
-            if in_flight >= self.sessions:  # the window was what held the run back: widen it
-                self.size += 1.0
-        elif started_at >= self.cut_at:  # one started before the last cut says nothing new
+            self.valid_since += 1
+            return
+        self.invalid_since += 1
+        seen = self.valid_since + self.invalid_since
+        if self.invalid_since >= CUT_MIN and self.invalid_since >= CUT_SHARE * seen:
             self.size = max(1.0, self.size / 2.0)
             self.cut_at = now
+            self.valid_since = self.invalid_since = 0
 
     @property
     def sessions(self) -> int:

@@ -38,28 +38,39 @@ async def test_a_loop_kept_busy_shows_its_lag_and_closes_the_door() -> None:
         await headroom.stop()
 
 
-def test_the_window_doubles_per_round_until_a_session_breaks_its_budget() -> None:
+def test_the_window_doubles_per_round_and_halves_when_the_load_breaks_budgets() -> None:
     from simulator.admission import ValidWindow
 
     w = ValidWindow(size=4.0)
     for k in range(4):  # a round: the running sessions end valid, a full window each time
         w.ended(True, started_at=0.0, now=1.0 + k, in_flight=w.sessions)
     assert w.sessions == 8
+    w.ended(False, started_at=2.0, now=9.0, in_flight=8)
+    assert w.sessions == 8  # one invalid session among five: a stray, not the load
     w.ended(False, started_at=2.0, now=10.0, in_flight=8)
-    assert w.sessions == 4 and w.cut_at == 10.0
+    assert w.sessions == 4 and w.cut_at == 10.0  # two of six: the load
     # sessions that started before the cut ran under the old window: they say nothing new
-    w.ended(False, started_at=9.0, now=11.0, in_flight=4)
+    for k in range(3):
+        w.ended(False, started_at=9.0, now=11.0 + k, in_flight=4)
     assert w.sessions == 4
     for _ in range(4):
-        w.ended(True, started_at=10.5, now=12.0, in_flight=w.sessions)
+        w.ended(True, started_at=10.5, now=15.0, in_flight=w.sessions)
     assert w.sessions == 8
-    w.ended(False, started_at=10.5, now=13.0, in_flight=8)  # started after the cut: halve again
+    for k in range(2):  # started after the cut, and two of six: halve again
+        w.ended(False, started_at=10.5, now=16.0 + k, in_flight=8)
     assert w.sessions == 4
-    w.ended(False, started_at=13.5, now=14.0, in_flight=4)
-    assert w.sessions == 2
-    for _ in range(5):
-        w.ended(False, started_at=20.0 + _, now=21.0 + _, in_flight=1)
+    for k in range(20):
+        w.ended(False, started_at=20.0 + k, now=21.0 + k, in_flight=1)
     assert w.size == 1.0  # never below one: a run always progresses
+
+
+def test_stray_invalid_sessions_do_not_shrink_the_window() -> None:
+    from simulator.admission import ValidWindow
+
+    w = ValidWindow(size=8.0)
+    for k in range(200):  # one in ten invalid, whatever the load
+        w.ended(k % 10 != 9, started_at=float(k), now=k + 1.0, in_flight=w.sessions)
+    assert w.sessions >= 100
 
 
 def test_the_window_grows_only_while_it_is_what_holds_the_run_back() -> None:
