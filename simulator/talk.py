@@ -35,7 +35,7 @@ from simulator.core.names import check_name
 from simulator.core.vad import StreamingVad, VadConfig
 from simulator.profiles import ModelProfile, client_config
 from simulator.recording import record_session
-from simulator.runner import _check_writable, _endpoint, outcome_row
+from simulator.runner import Endpoint, _check_writable, _endpoint, outcome_row
 from simulator.session import LiveSource, SessionOutcome, SessionSettings, run_session
 from simulator.store import ResultRow, RunStore, store_filename
 
@@ -267,11 +267,11 @@ class _Talk:
         self, store: RunStore, first: int, mic: Microphone, speaker: Player
     ) -> list[ResultRow]:
         rows: list[ResultRow] = []
-        async with _endpoint(self.profile) as url:
+        async with _endpoint(self.profile, None) as endpoint:
             for number in itertools.count(first):
                 if self.stopping or (self.opts.turns and len(rows) >= self.opts.turns):
                     break
-                row, failed = await self._turn(f"talk-{number:03d}", url, mic, speaker)
+                row, failed = await self._turn(f"talk-{number:03d}", endpoint, mic, speaker)
                 store.put(row)
                 rows.append(row)
                 if failed or mic.ended:
@@ -279,9 +279,10 @@ class _Talk:
         return rows
 
     async def _turn(
-        self, sample_id: str, url: str | None, mic: Microphone, speaker: Player
+        self, sample_id: str, endpoint: Endpoint, mic: Microphone, speaker: Player
     ) -> tuple[ResultRow, bool]:
         opts = self.opts
+        url = endpoint.url
         client = client_class(self.profile.protocol)(client_config(self.profile, url=url))
         self.turn = turn = MicTurn(
             mic,
@@ -292,7 +293,13 @@ class _Talk:
         turn.stop_requested = self.stopping
         await asyncio.to_thread(speaker.wait_idle, IDLE_WAIT_S)
         self.say(f"{sample_id}: speak now (a pause of {opts.end_of_turn_ms} ms ends the turn)")
-        outcome = await run_session(client, LiveSource(turn), opts.settings, tap=speaker.claim())
+        outcome = await run_session(
+            client,
+            LiveSource(turn),
+            opts.settings,
+            tap=speaker.claim(),
+            server_stalls=endpoint.server_stalls,
+        )
         folder = opts.run_dir / "sessions" / sample_id
         meta = self._meta(sample_id, client.describe(), asdict(client.capabilities), outcome)
         row = outcome_row(sample_id, "", "", outcome, 1, folder, opts.run_dir)
