@@ -47,16 +47,27 @@ def slow(factory, burn_s: float):  # type: ignore[no-untyped-def]
     return make
 
 
-def test_an_overloaded_run_vouches_only_for_latencies_the_audio_confirms(tmp_path: Path):
-    eventloop.run(overloaded_run(tmp_path))
+@pytest.mark.parametrize(
+    ("burn_s", "overloaded"),
+    [
+        # 10 sessions x 50 frames/s x 3 ms: 1.5 cores' work on one loop, far past its capacity
+        (0.003, True),
+        # x 0.5 ms: a quarter of the loop's time, in short stalls that land in some sessions'
+        # latency windows and not in others' (how many, the machine decides)
+        (0.0005, False),
+    ],
+    ids=["far-past-capacity", "near-capacity"],
+)
+def test_an_overloaded_run_vouches_only_for_latencies_the_audio_confirms(
+    tmp_path: Path, burn_s: float, overloaded: bool
+) -> None:
+    eventloop.run(overloaded_run(tmp_path, burn_s, overloaded))
 
 
-async def overloaded_run(tmp_path: Path) -> None:
+async def overloaded_run(tmp_path: Path, burn_s: float, overloaded: bool) -> None:
     bench = load_benchmark(short_benchmark(tmp_path / "b", 10))
     echo = behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25)
-    # 10 sessions x 50 frames/s x 0.5 ms: a quarter of the loop's time, in short stalls that
-    # land in some sessions' latency windows and not in others'
-    server = await start_server(slow(echo, 0.0005))
+    server = await start_server(slow(echo, burn_s))
     profile = ModelProfile(name="slow", protocol="pcm-ws", url=server.url)
     settings = dataclasses.replace(SETTINGS, budget=TimingBudget())  # the default budget
     opts = RunOptions(
@@ -72,8 +83,9 @@ async def overloaded_run(tmp_path: Path) -> None:
         rows = await execute_run(bench, profile, opts)
     finally:
         await server.aclose()
-    invalid = [r for r in rows if r.timing_valid is False]
-    assert invalid, "an overloaded run must find sessions it cannot vouch for"
+    if overloaded:
+        invalid = [r for r in rows if r.timing_valid is False]
+        assert invalid, "an overloaded run must find sessions it cannot vouch for"
     for r in rows:
         if not r.timing_valid or r.status != "ok":
             continue
