@@ -32,6 +32,7 @@ __all__ = [
     "Untimed",
     "carry_out",
     "converse",
+    "serve_session",
     "serve_websockets",
 ]
 
@@ -250,6 +251,22 @@ async def converse(ws: WsConnection, conversation: Conversation, outbox: Delayed
         ws.on_arrival = None
         if timer is not None:
             timer.cancel()
+
+
+async def serve_session(
+    ws: WsConnection, opening: Iterable[Action], conversation: Conversation, faults: Faults
+) -> None:
+    """One connection, start to finish: the protocol's opening actions, then ``converse`` until
+    either side ends it, every message delayed by ``faults.extra_latency_s``. A client that
+    drops the connection is no error here: the handler just returns."""
+    outbox = DelayedOutbox(ws, faults.extra_latency_s)
+    try:
+        with contextlib.suppress(ConnectionClosed):
+            if await carry_out(ws, opening, outbox):
+                return
+            await converse(ws, conversation, outbox)
+    finally:
+        outbox.cancel()
 
 
 async def carry_out(ws: WsConnection, actions: Iterable[Action], outbox: DelayedOutbox) -> bool:

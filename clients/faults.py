@@ -8,9 +8,12 @@ that feed audio faster than real time see them at the same point of the stream. 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Faults", "Rejection"]
+from clients.serveractions import Action, Close, Send, Stall
+
+__all__ = ["Faults", "MediaFaults", "Rejection"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +65,36 @@ class Faults:
     def reached(threshold_s: float | None, received_s: float) -> bool:
         """Whether a media fault at ``threshold_s`` is due after ``received_s`` of input."""
         return threshold_s is not None and received_s >= threshold_s
+
+
+class MediaFaults:
+    """One connection's media faults as a fake's actions, the same for every protocol: a close
+    (1011) or a stall once enough input has arrived, and one malformed message. ``finished``
+    turns True with the first action that ends the connection, so the fake can stop answering."""
+
+    def __init__(self, faults: Faults) -> None:
+        self._faults = faults
+        self._malformed_sent = False
+        self.finished = False
+
+    def stop(self, received_s: float) -> list[Action]:
+        """The close or stall due after ``received_s`` of input; empty while none is."""
+        if Faults.reached(self._faults.close_after_s, received_s):
+            self.finished = True
+            return [Close(1011, "injected fault: close_after_s")]
+        if Faults.reached(self._faults.stall_after_s, received_s):
+            self.finished = True
+            return [Stall()]
+        return []
+
+    def malformed(self, received_s: float, garbage: Callable[[], str | bytes]) -> list[Action]:
+        """The malformed message ``garbage`` makes, once it is due (built only then: some depend
+        on the session's state), and the close that may follow it."""
+        if self._malformed_sent or not Faults.reached(self._faults.malformed_after_s, received_s):
+            return []
+        self._malformed_sent = True
+        actions: list[Action] = [Send(garbage())]
+        if self._faults.malformed_then_close:
+            self.finished = True
+            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        return actions

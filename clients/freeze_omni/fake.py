@@ -25,10 +25,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from clients.behaviours import Behaviour
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.freeze_omni import events as wire
 from clients.freeze_omni import sio
-from clients.serveractions import Action, Close, Send, Stall
+from clients.serveractions import Action, Close, Send
 from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
 from simulator.core.errors import ProtocolError
 
@@ -58,7 +58,7 @@ class ServerProtocol:
         ping_timeout_s: float = 20.0,
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self._sid = sid
         self._full = full
         self._ping_interval = round(ping_interval_s * RATE)
@@ -72,7 +72,6 @@ class ServerProtocol:
         self._seen: object = None
         self._pending: tuple[int, bytes] | None = None  # reply start, its 24 kHz PCM
         self._playing: _Playback | None = None
-        self._malformed_sent = False
         self._done = False
 
     def open(self, path: str) -> list[Action]:
@@ -197,23 +196,15 @@ class ServerProtocol:
         return self._send(sio.Ping())
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / RATE
-        if Faults.reached(self._faults.close_after_s, received_s):
-            return self._end(1011, "injected fault: close_after_s")
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._received / RATE)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._received / RATE
-        ):
-            return []
-        self._malformed_sent = True
-        actions: list[Action] = [Send('42["stop_tts"')]  # truncated JSON
-        if self._faults.malformed_then_close:
-            actions += self._end(1011, "injected fault: malformed_after_s")
+        actions = self._injected.malformed(
+            self._received / RATE, lambda: '42["stop_tts"'
+        )  # truncated JSON
+        self._done |= self._injected.finished
         return actions
 
     def _send(self, packet: sio.Packet) -> list[Action]:

@@ -7,19 +7,14 @@ that many open ones with ``too_many_users``, as the demo server's ``--max_users`
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable
 
-from websockets.exceptions import ConnectionClosed
-
 from clients.behaviours import Behaviour
 from clients.fakeserver import (
-    DelayedOutbox,
     RunningServer,
     Untimed,
-    carry_out,
-    converse,
+    serve_session,
     serve_websockets,
 )
 from clients.faults import Faults
@@ -56,15 +51,11 @@ async def start_server(
             ping_interval_s=ping_interval_s,
             ping_timeout_s=ping_timeout_s,
         )
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
         try:
-            with contextlib.suppress(ConnectionClosed):
-                assert ws.request is not None
-                if await carry_out(ws, protocol.open(ws.request.path), outbox):
-                    return
-                await converse(ws, Untimed(protocol.receive), outbox)
+            assert ws.request is not None
+            opening = protocol.open(ws.request.path)
+            await serve_session(ws, opening, Untimed(protocol.receive), faults)
         finally:
-            outbox.cancel()
             users -= 0 if full else 1
 
     return await serve_websockets(handler, host=host, port=port, faults=faults, path=PATH)

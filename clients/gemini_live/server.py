@@ -8,14 +8,11 @@ attempts are let through the upgrade and closed that way once their setup arrive
 
 from __future__ import annotations
 
-import contextlib
 import ssl
 from collections.abc import Callable
 
-from websockets.exceptions import ConnectionClosed
-
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
+from clients.fakeserver import RunningServer, serve_session, serve_websockets
 from clients.faults import Faults, Rejection
 from clients.gemini_live.protocol import PATHS, ServerProtocol
 from clients.wsconn import WsConnection
@@ -45,15 +42,9 @@ async def start_server(
     async def handler(ws: WsConnection) -> None:
         quota = admission.take_quota()
         protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
-        try:
-            with contextlib.suppress(ConnectionClosed):
-                assert ws.request is not None
-                if await carry_out(ws, protocol.open(ws.request.path, ws.request.headers), outbox):
-                    return
-                await converse(ws, protocol, outbox)
-        finally:
-            outbox.cancel()
+        assert ws.request is not None
+        opening = protocol.open(ws.request.path, ws.request.headers)
+        await serve_session(ws, opening, protocol, faults)
 
     return await serve_websockets(
         handler, host=host, port=port, faults=admission, path=PATHS[0], ssl_context=ssl_context

@@ -25,21 +25,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from clients.behaviours import Behaviour
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.hume_evi import events as wire
 from clients.hume_evi.protocol import OUTPUT_RATE
 from clients.hume_evi.wav import encode_wav
 from clients.mediaclock import MediaClock
-from clients.serveractions import Action, Close, Send, Stall
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
+from clients.replypacing import chunk_reply, chunks_due, next_chunk_at
+from clients.serveractions import Action, Send
+from simulator.core.audio import pcm16_to_float, resample
 from simulator.core.errors import ProtocolError
 
 __all__ = ["PATH", "ServerProtocol", "prosody_scores"]
 
 PATH = "/v0/evi/chat"
-CHUNK_S = 0.1  # audio per audio_output
-BURST_S = 1.0  # reply audio sent the moment a reply starts ...
-SPEEDUP = 4.0  # ... then generated this many times faster than real time
 RECENT_S = 30.0  # input kept for scoring the user's turn
 
 
@@ -73,7 +71,7 @@ class ServerProtocol:
         start_unix_ms: int = 0,
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self._chat_id = chat_id
         self._start_unix_ms = start_unix_ms
         self._behaviour: Behaviour | None = None
@@ -86,7 +84,6 @@ class ServerProtocol:
         self._pending: tuple[int, NDArray[np.float32], NDArray[np.float32]] | None = None
         self._playing: _Playback | None = None
         self._recent: list[tuple[int, NDArray[np.float32]]] = []  # the last RECENT_S of input
-        self._malformed_sent = False
         self._done = False
 
     def open(self) -> list[Action]:
@@ -164,8 +161,7 @@ class ServerProtocol:
         if p is None:
             return None if self._pending is None else self._clock.when(self._pending[0] + 1)
         if p.sent < len(p.chunks):
-            step_s = max(0.0, CHUNK_S * (p.sent + 1) - BURST_S) / SPEEDUP
-            return self._clock.when(p.start + math.ceil(step_s * self._rate))
+            return self._clock.when(next_chunk_at(p.start, p.sent, self._rate))
         return self._clock.when(p.end)
 
     def _start_reply(self, c0: int, position: int) -> list[Action]:
@@ -175,10 +171,7 @@ class ServerProtocol:
         at, audio, out = self._pending
         self._pending = None
         self._replies += 1
-        lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / self._rate))  # PCM16 silence
-        pcm = lead + float_to_pcm16(out)
-        step = 2 * round(CHUNK_S * OUTPUT_RATE)
-        chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
+        chunks = chunk_reply(out, at, c0, self._rate, OUTPUT_RATE)
         reply_id = f"{self._chat_id}-reply-{self._replies}"
         self._playing = _Playback(reply_id, chunks, at, at + audio.size, prosody_scores(audio))
         said = f"{self._behaviour.name} reply, {audio.size / self._rate:.2f} s"
@@ -215,8 +208,7 @@ class ServerProtocol:
             if position >= p.end:
                 self._playing = None
             return []
-        elapsed_s = max(0, position - p.start) / self._rate
-        due = min(len(p.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
+        due = chunks_due(p.start, position, self._rate, len(p.chunks))
         actions: list[Action] = [
             Send(
                 wire.encode_server(wire.AudioOutput(p.id, i, encode_wav(p.chunks[i], OUTPUT_RATE)))
@@ -233,25 +225,15 @@ class ServerProtocol:
         return actions
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._clock.received / self._rate
-        if Faults.reached(self._faults.close_after_s, received_s):
-            self._done = True
-            return [Close(1011, "injected fault: close_after_s")]
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._clock.received / self._rate)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._clock.received / self._rate
-        ):
-            return []
-        self._malformed_sent = True
-        actions: list[Action] = [Send('{"type": "audio_output", "data"')]  # truncated JSON
-        if self._faults.malformed_then_close:
-            self._done = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        actions = self._injected.malformed(
+            self._clock.received / self._rate, lambda: '{"type": "audio_output", "data"'
+        )  # truncated JSON
+        self._done |= self._injected.finished
         return actions
 
     def _error(self, code: str, slug: str, message: str) -> Action:

@@ -9,7 +9,6 @@ is given none, that one otherwise) is refused with HTTP 401, which the SDK repor
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import ssl
@@ -17,15 +16,12 @@ import time
 from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
 
-from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
 from clients.fakeserver import (
-    DelayedOutbox,
     RunningServer,
-    carry_out,
-    converse,
+    serve_session,
     serve_websockets,
 )
 from clients.faults import Faults
@@ -70,14 +66,7 @@ async def start_server(
             chat_id=f"chat-{next(ids)}",
             start_unix_ms=round(time.time() * 1000),
         )
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
-        try:
-            with contextlib.suppress(ConnectionClosed):
-                if await carry_out(ws, protocol.open(), outbox):
-                    return
-                await converse(ws, protocol, outbox)
-        finally:
-            outbox.cancel()
+        await serve_session(ws, protocol.open(), protocol, faults)
 
     return await serve_websockets(
         handler, host=host, port=port, faults=faults, path=PATH, check=check,

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from clients.base import AudioOut, ClientEvent, ErrorEvent, Transcript
 from clients.behaviours import Behaviour
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.moshi import events as wire
 from clients.moshi.codec import (
     FRAME,
@@ -53,6 +53,7 @@ __all__ = [
 
 CHAT_PATH = "/api/chat"
 _WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+_NOT_OGG = b"NotOgg: this is not an Ogg page, whatever the kind byte says"  # malformed audio
 
 
 def query_params(options: Mapping[str, Any], voice: str | None = None) -> dict[str, str]:
@@ -187,7 +188,7 @@ class ServerProtocol:
         reply_text: tuple[str, ...] = (" Hello", " there."),
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self.flavour = flavour or FLAVOURS["moshi"]
         self.query = dict(query or {})
         self._reply_text = reply_text
@@ -198,7 +199,6 @@ class ServerProtocol:
         self._pieces: list[str] = []  # text tokens still to send for this reply, one per step
         self._steps = 0  # 80 ms input frames received
         self._sent_header = False
-        self._malformed_sent = False
         self._done = False  # closed or stalled: ignore everything
 
     @property
@@ -276,23 +276,13 @@ class ServerProtocol:
         return out
 
     def _media_faults(self) -> list[Action]:
-        if Faults.reached(self._faults.close_after_s, self.received_s):
-            self._done = True
-            return [Close(1011, "injected fault: close_after_s")]
-        if Faults.reached(self._faults.stall_after_s, self.received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self.received_s)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self.received_s
-        ):
-            return []
-        self._malformed_sent = True
-        garbage = b"NotOgg: this is not an Ogg page, whatever the kind byte says"
-        actions: list[Action] = [Send(wire.encode(wire.Audio(garbage)))]
-        if self._faults.malformed_then_close:
-            self._done = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        actions = self._injected.malformed(
+            self.received_s, lambda: wire.encode(wire.Audio(_NOT_OGG))
+        )
+        self._done |= self._injected.finished
         return actions

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import datetime
 import hmac
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,20 +27,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from clients.behaviours import Behaviour
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.mediaclock import MediaClock
 from clients.nova_sonic import events as wire
 from clients.nova_sonic.eventstream import MessageReader
 from clients.nova_sonic.sigv4 import amz_date, event_signature
-from clients.serveractions import Action, Close, Send, Stall
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
+from clients.replypacing import chunk_reply, chunks_due, next_chunk_at
+from clients.serveractions import Action, Close, Send
+from simulator.core.audio import pcm16_to_float, resample
 from simulator.core.errors import ProtocolError
 
 __all__ = ["ServerProtocol"]
 
-CHUNK_S = 0.1  # audio per audioOutput
-BURST_S = 1.0  # reply audio sent the moment a reply starts ...
-SPEEDUP = 4.0  # ... then generated this many times faster than real time
 RATES = (8000, 16000, 24000)
 
 
@@ -67,7 +64,7 @@ class ServerProtocol:
         seed_signature: str = "",
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self._session = session_id
         self._secret, self._region, self._prior = secret, region, seed_signature
         self._envelopes = MessageReader()
@@ -84,7 +81,6 @@ class ServerProtocol:
         self._seen: object = None
         self._pending: tuple[int, NDArray[np.float32], NDArray[np.float32]] | None = None
         self._reply: _Reply | None = None
-        self._malformed_sent = False
         self._done = False
 
     def receive(self, data: bytes, now: float | None = None) -> list[Action]:
@@ -215,8 +211,7 @@ class ServerProtocol:
             assert self._pending is not None
             return self._clock.when(self._pending[0] + 1)
         if r.sent < len(r.chunks):
-            step_s = max(0.0, CHUNK_S * (r.sent + 1) - BURST_S) / SPEEDUP
-            return self._clock.when(r.start + math.ceil(step_s * self._rate))
+            return self._clock.when(next_chunk_at(r.start, r.sent, self._rate))
         return self._clock.when(r.end)
 
     def _start_reply(self, c0: int, position: int) -> list[dict[str, Any]]:
@@ -225,14 +220,9 @@ class ServerProtocol:
         assert self._behaviour is not None
         at, audio, out = self._pending
         self._pending = None
-        lead = bytes(2 * round(max(at - c0, 0) * self._out_rate / self._rate))
-        pcm = lead + float_to_pcm16(out)
-        step = 2 * round(CHUNK_S * self._out_rate)
+        chunks = chunk_reply(out, at, c0, self._rate, self._out_rate)
         said = f"{self._behaviour.name} reply, {audio.size / self._rate:.2f} s"
-        self._reply = _Reply(
-            self._id("audio"), [pcm[i : i + step] for i in range(0, len(pcm), step)],
-            at, at + audio.size, said,
-        )  # fmt: skip
+        self._reply = _Reply(self._id("audio"), chunks, at, at + audio.size, said)
         events: list[dict[str, Any]] = []
         if self._completion is None:
             self._completion = self._id("completion")
@@ -255,8 +245,7 @@ class ServerProtocol:
             if position >= r.end:
                 self._reply = None
             return []
-        elapsed_s = max(0, position - r.start) / self._rate
-        due = min(len(r.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
+        due = chunks_due(r.start, position, self._rate, len(r.chunks))
         events = [
             self._ev("audioOutput", {"contentId": r.content_id,
                                      "content": base64.b64encode(r.chunks[i]).decode()})
@@ -310,27 +299,18 @@ class ServerProtocol:
         return [*actions, Close(1000, "")]
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._clock.received / self._rate
-        if Faults.reached(self._faults.close_after_s, received_s):
-            self._done = True
-            return [Close(1011, "injected fault: close_after_s")]
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._clock.received / self._rate)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._clock.received / self._rate
-        ):
-            return []
-        self._malformed_sent = True
-        good = wire.chunk(self._ev("usageEvent", {}))
-        actions: list[Action] = [Send(good[:-1] + bytes([good[-1] ^ 0xFF]))]  # a bad checksum
-        if self._faults.malformed_then_close:
-            self._done = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        actions = self._injected.malformed(self._clock.received / self._rate, self._bad_checksum)
+        self._done |= self._injected.finished
         return actions
+
+    def _bad_checksum(self) -> bytes:
+        good = wire.chunk(self._ev("usageEvent", {}))
+        return good[:-1] + bytes([good[-1] ^ 0xFF])
 
     def _fail(self, kind: str, message: str) -> list[Action]:
         self._done = True

@@ -12,7 +12,6 @@ An ``OpenAI-Beta`` header is let through and answered like the real server answe
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import ssl
@@ -20,11 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, carry_out, converse, serve_websockets
+from clients.fakeserver import RunningServer, serve_session, serve_websockets
 from clients.faults import Faults
 from clients.openai_realtime import dialects
 from clients.openai_realtime.server_protocol import ServerProtocol
@@ -92,14 +90,7 @@ async def start_server(
             model=dict(parse_qsl(urlsplit(ws.request.path).query)).get(d.model_param),
             session_id=f"sess_fake_{next(ids)}",
         )
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
-        try:
-            with contextlib.suppress(ConnectionClosed):
-                if await carry_out(ws, protocol.opening(), outbox):
-                    return
-                await converse(ws, protocol, outbox)
-        finally:
-            outbox.cancel()
+        await serve_session(ws, protocol.opening(), protocol, faults)
 
     return await serve_websockets(
         handler,

@@ -37,7 +37,7 @@ import numpy as np
 
 from clients.behaviours import Behaviour
 from clients.behaviours.base import FloatArray
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.mediaclock import MediaClock
 from clients.openai_realtime import fake_session
 from clients.openai_realtime.dialects import OPENAI, Dialect
@@ -74,7 +74,7 @@ class ServerProtocol:
         session_id: str = "sess_fake_1",
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self._d = dialect
         self._beta_names = beta_names or dialect.beta_names
         self._beta_header = beta_header
@@ -89,7 +89,6 @@ class ServerProtocol:
         self._armed = 0  # response.create requests not yet answered
         self._turn_open = False
         self._ids = itertools.count(1)
-        self._malformed_sent = False
         self._next_ping_ms = _PING_EVERY_MS
         self._done = False  # closed or stalled: ignore everything
         self.responses = 0  # responses sent, for tests
@@ -494,24 +493,15 @@ class ServerProtocol:
     # --- faults and extras -----------------------------------------------------------------
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._received / self._rate
-        if Faults.reached(self._faults.close_after_s, received_s):
-            self._done = True
-            return [Close(1011, "injected fault: close_after_s")]
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._received / self._rate)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        received_s = self._received / self._rate
-        if self._malformed_sent or not Faults.reached(self._faults.malformed_after_s, received_s):
-            return []
-        self._malformed_sent = True
-        actions: list[Action] = [Send('{"type": "response.output_audio.delta"')]  # truncated
-        if self._faults.malformed_then_close:
-            self._done = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        actions = self._injected.malformed(
+            self._received / self._rate, lambda: '{"type": "response.output_audio.delta"'
+        )  # truncated
+        self._done |= self._injected.finished
         return actions
 
     def _ping(self) -> list[Action]:

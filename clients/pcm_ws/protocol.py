@@ -23,7 +23,7 @@ from clients.base import (
     Transcript,
 )
 from clients.behaviours import Behaviour
-from clients.faults import Faults
+from clients.faults import Faults, MediaFaults
 from clients.mediaclock import FILL_LAPSE_S, MediaClock
 from clients.pcm_ws import events as wire
 from clients.serveractions import Action, Close, Send, Stall
@@ -115,13 +115,12 @@ class ServerProtocol:
         session_id: str = "pcm-ws-1",
     ) -> None:
         self._factory = behaviour_factory
-        self._faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self._session_id = session_id
         self._behaviour: Behaviour | None = None
         self._clock: MediaClock | None = None  # made at hello, at its rate
         self._frame = 0  # samples per frame, from hello
         self._now: float | None = None  # when the message being answered arrived
-        self._malformed_sent = False
         self._done = False  # closed or stalled: ignore everything
         self._zeros = DigitalSilence()  # most output frames are silence: encoded once
 
@@ -196,14 +195,9 @@ class ServerProtocol:
         return [Send(wire.encode(wire.HelloAck(hello.sample_rate, self._session_id)))]
 
     def _media_faults_before(self) -> list[Action]:
-        received_s = self._received / self._rate()
-        if Faults.reached(self._faults.close_after_s, received_s):
-            self._done = True
-            return [Close(1011, "injected fault: close_after_s")]
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._received / self._rate())
+        self._done |= self._injected.finished
+        return actions
 
     def _stream(self, behaviour: Behaviour, samples: NDArray[Any]) -> list[Action]:
         step = behaviour.push(samples)
@@ -225,15 +219,10 @@ class ServerProtocol:
         return actions + self._malformed()
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._received / self._rate()
-        ):
-            return []
-        self._malformed_sent = True
-        actions: list[Action] = [Send('{"type": "speech_started"')]  # truncated JSON
-        if self._faults.malformed_then_close:
-            self._done = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+        actions = self._injected.malformed(
+            self._received / self._rate(), lambda: '{"type": "speech_started"'
+        )  # truncated JSON
+        self._done |= self._injected.finished
         return actions
 
     def _rate(self) -> int:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable
 
-from websockets.exceptions import ConnectionClosed
-
 from clients.behaviours import Behaviour
-from clients.fakeserver import DelayedOutbox, RunningServer, converse, serve_websockets
+from clients.fakeserver import RunningServer, serve_session, serve_websockets
 from clients.faults import Faults
 from clients.pcm_ws.protocol import ServerProtocol
 from clients.wsconn import WsConnection
@@ -30,11 +27,6 @@ async def start_server(
 
     async def handler(ws: WsConnection) -> None:
         protocol = ServerProtocol(behaviour_factory, faults, session_id=f"pcm-ws-{next(ids)}")
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
-        try:
-            with contextlib.suppress(ConnectionClosed):
-                await converse(ws, protocol, outbox)
-        finally:
-            outbox.cancel()
+        await serve_session(ws, (), protocol, faults)
 
     return await serve_websockets(handler, host=host, port=port, faults=faults)
