@@ -47,6 +47,21 @@ def slow(factory, burn_s: float):  # type: ignore[no-untyped-def]
     return make
 
 
+def strict_options(
+    tmp_path: Path, run_id: str, concurrency: int, *, admission: bool = True
+) -> RunOptions:
+    """A run with the default timing budget and no retries: what it vouches for is on trial."""
+    return RunOptions(
+        run_id=run_id,
+        runs_dir=tmp_path / "runs",
+        concurrency=concurrency,
+        settings=dataclasses.replace(SETTINGS, budget=TimingBudget()),
+        retry=RetryPolicy(max_attempts=1),
+        quiet=True,
+        admission=admission,
+    )
+
+
 @pytest.mark.parametrize(
     ("burn_s", "overloaded"),
     [
@@ -69,16 +84,8 @@ async def overloaded_run(tmp_path: Path, burn_s: float, overloaded: bool) -> Non
     echo = behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25)
     server = await start_server(slow(echo, burn_s))
     profile = ModelProfile(name="slow", protocol="pcm-ws", url=server.url)
-    settings = dataclasses.replace(SETTINGS, budget=TimingBudget())  # the default budget
-    opts = RunOptions(
-        run_id="overload",
-        runs_dir=tmp_path / "runs",
-        concurrency=10,
-        settings=settings,
-        retry=RetryPolicy(max_attempts=1),
-        quiet=True,
-        admission=False,  # every session at once: far above what this loop can pace
-    )
+    # every session at once, admission off: far above what this loop can pace
+    opts = strict_options(tmp_path, "overload", 10, admission=False)
     try:
         rows = await execute_run(bench, profile, opts)
     finally:
@@ -143,15 +150,7 @@ async def stalled_reply_run(tmp_path: Path, reported: bool) -> None:
     log = StallLog() if reported else None
     server = await start_server(stalled_reply(echo, 0.008, lambda k: k == 0, log))
     profile = ModelProfile(name="stalled", protocol="pcm-ws", url=server.url)
-    settings = dataclasses.replace(SETTINGS, budget=TimingBudget())
-    opts = RunOptions(
-        run_id="stalled",
-        runs_dir=tmp_path / "runs",
-        concurrency=1,
-        settings=settings,
-        retry=RetryPolicy(max_attempts=1),
-        quiet=True,
-    )
+    opts = strict_options(tmp_path, "stalled", 1)
     endpoint = Endpoint(server.url, log)
     try:
         # one at a time, in the manifest's order: the first sample met the stalled reply
