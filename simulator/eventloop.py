@@ -8,9 +8,10 @@ descriptor is readable when any socket it watches is), then collects the ready s
 epoll without waiting. One more system call per wait buys sub-millisecond wake-ups.
 
 The selector also records the loop's stalls (``simulator.stalls``): each iteration that ran its
-callbacks for longer than a moment, and each wait that ended later than its timeout asked. Two
-clock readings per iteration; ``stall_log`` gives them to whoever needs to know how far the loop
-could be trusted at an instant.
+callbacks for longer than a moment, each wait that ended later than its timeout asked, and the
+time the thread, woken from a wait, stood in the run queue. Two clock readings per iteration and
+one small read of the thread's schedstat per wait; ``stall_log`` gives them to whoever needs to
+know how far the loop could be trusted at an instant.
 """
 
 from __future__ import annotations
