@@ -34,8 +34,8 @@ import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.service.local import LocalScoring
-from simulator.corpus import BuildOptions, ValidateOptions, build_benchmark, validate_calls
+from duplexsim.corpus import BuildOptions, ValidateOptions, build_benchmark, validate_calls
+from duplexsim.scoring.service.local import LocalScoring
 
 RATE = 16000
 LANGUAGES = ("en", "hi", "ar", "it", "tl")

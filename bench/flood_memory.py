@@ -18,9 +18,9 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import ClientConfig
-from clients.pcm_ws.client import PcmWsClient
-from simulator.session import SessionSettings, run_session
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.pcm_ws.client import PcmWsClient
+from duplexsim.session.engine import SessionSettings, run_session
 
 ACK = json.dumps({"type": "hello_ack", "sample_rate": 16000, "session_id": "s"})
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scorer_fused import QUICK, SMALL, build_parts, speech_clips
 
-from scoring.models.empathic_insight import EmpathicInsightVoice
+from duplexsim.scoring.models.empathic_insight import EmpathicInsightVoice
 
 TARGET = 500.0
 

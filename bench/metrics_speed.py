@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.metrics import SampleScores, compute_many
-from simulator.core.emotions import EMOTION_NAMES
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.scoring.metrics import SampleScores, compute_many
 
 LANGUAGES = ("en", "hi", "ar", "it", "tl")
 

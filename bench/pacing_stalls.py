@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import session_pacing as sp
 
-from simulator import eventloop
-from simulator.core.timing import speech_end
-from simulator.core.turns import TurnSettings
-from simulator.runner import worker_pool
-from simulator.session import CONTEXT_RATE, SessionSettings
+from duplexsim.core.timing import speech_end
+from duplexsim.core.turns import TurnSettings
+from duplexsim.run.runner import worker_pool
+from duplexsim.session import eventloop
+from duplexsim.session.engine import CONTEXT_RATE, SessionSettings
 
 
 @contextmanager

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from clients.base import ClientConfig
-from clients.behaviours import synthetic_voice
-from clients.registry import client_class, client_protocols, server_protocols
-from simulator import eventloop
-from simulator.core.timing import speech_end
-from simulator.core.turns import TurnSettings
-from simulator.fakes import FakeModelProcess
-from simulator.profiles import FAKE_KEY
-from simulator.runner import RAMP_STEP_S, worker_pool
-from simulator.session import SessionSettings, run_session
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.fakekit.behaviours import synthetic_voice
+from duplexsim.clients.registry import client_class, client_protocols, server_protocols
+from duplexsim.core.timing import speech_end
+from duplexsim.core.turns import TurnSettings
+from duplexsim.profiles.profile import FAKE_KEY
+from duplexsim.run.fakes import FakeModelProcess
+from duplexsim.run.runner import RAMP_STEP_S, worker_pool
+from duplexsim.session import eventloop
+from duplexsim.session.engine import SessionSettings, run_session
 
 RATE = 16000
 LATENCY_S = 0.8

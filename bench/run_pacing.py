@@ -34,12 +34,12 @@ import numpy as np
 import session_pacing as sp
 import soundfile as sf
 
-from simulator import eventloop
-from simulator.core.benchmark import load_benchmark
-from simulator.core.turns import TurnSettings
-from simulator.profiles import ModelProfile
-from simulator.runner import RunOptions, execute_run
-from simulator.session import SessionSettings
+from duplexsim.core.benchmark import load_benchmark
+from duplexsim.core.turns import TurnSettings
+from duplexsim.profiles.profile import ModelProfile
+from duplexsim.run.runner import RunOptions, execute_run
+from duplexsim.session import eventloop
+from duplexsim.session.engine import SessionSettings
 
 
 def write_benchmark(root: Path, samples: int, context_s: float, speech_last: bool) -> Path:

@@ -41,9 +41,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scoring.models.empathic_insight import EmpathicInsightVoice
-from scoring.models.precision import default_precision
-from simulator.core.emotions import HEAD_NAMES
+from duplexsim.core.emotions import HEAD_NAMES
+from duplexsim.scoring.models.empathic_insight import EmpathicInsightVoice
+from duplexsim.scoring.models.precision import default_precision
 
 SR = 16000
 SMALL = {"d_model": 768, "layers": 12, "heads": 12, "ffn": 3072, "proj": 64, "hidden": (64, 32, 16)}

@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scoring.models.base import EmotionModel  # noqa: E402
-from scoring.service import LocalScoring, ScoringClient  # noqa: E402
-from simulator.core.emotions import HEAD_NAMES  # noqa: E402
+from duplexsim.core.emotions import HEAD_NAMES  # noqa: E402
+from duplexsim.scoring.models.base import EmotionModel  # noqa: E402
+from duplexsim.scoring.service import LocalScoring, ScoringClient  # noqa: E402
 
 WARMUP = 20
 
@@ -183,7 +183,7 @@ def start_script(args: list[str]) -> subprocess.Popen[str]:
 
 def start(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "simulator", "scoring", *args],
+        [sys.executable, "-m", "duplexsim", "scoring", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

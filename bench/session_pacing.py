@@ -54,14 +54,15 @@ from typing import Any
 import numpy as np
 import websockets
 
-from clients.base import ClientConfig
-from clients.pcm_ws.client import PcmWsClient
-from simulator import eventloop, runner
-from simulator.core.timing import speech_end
-from simulator.core.turns import TurnSettings
-from simulator.fakes import FakeModelProcess
-from simulator.runner import RAMP_STEP_S, SWITCH_INTERVAL_S, worker_pool
-from simulator.session import CONTEXT_RATE, SessionOutcome, SessionSettings, run_session
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.pcm_ws.client import PcmWsClient
+from duplexsim.core.timing import speech_end
+from duplexsim.core.turns import TurnSettings
+from duplexsim.run import runner
+from duplexsim.run.fakes import FakeModelProcess
+from duplexsim.run.runner import RAMP_STEP_S, SWITCH_INTERVAL_S, worker_pool
+from duplexsim.session import eventloop
+from duplexsim.session.engine import CONTEXT_RATE, SessionOutcome, SessionSettings, run_session
 
 PROTOCOL = "pcm-ws"
 HANGOVER_S = 0.25  # server-side turn hangover for the latency runs (must be < every latency)

@@ -40,19 +40,19 @@ import numpy as np
 import soundfile as sf
 import websockets
 
-from clients.base import ClientConfig
-from clients.pcm_ws.client import PcmWsClient
-from simulator import eventloop
-from simulator.core.audio import frame_signal, read_audio
-from simulator.core.benchmark import load_benchmark
-from simulator.core.retry import RetryPolicy
-from simulator.core.timing import measure_reply, speech_end
-from simulator.core.turns import TurnSettings
-from simulator.fakes import FakeModelProcess
-from simulator.profiles import ModelProfile
-from simulator.runner import Endpoint, RunOptions, execute_run
-from simulator.session import SessionSettings, run_session
-from simulator.store import ResultRow
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.pcm_ws.client import PcmWsClient
+from duplexsim.core.audio import frame_signal, read_audio
+from duplexsim.core.benchmark import load_benchmark
+from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.timing import measure_reply, speech_end
+from duplexsim.core.turns import TurnSettings
+from duplexsim.profiles.profile import ModelProfile
+from duplexsim.run.fakes import FakeModelProcess
+from duplexsim.run.runner import Endpoint, RunOptions, execute_run
+from duplexsim.run.store import ResultRow
+from duplexsim.session import eventloop
+from duplexsim.session.engine import SessionSettings, run_session
 
 RATE = 16000
 FRAME = 320

@@ -17,12 +17,12 @@ import statistics
 
 import numpy as np
 
-from clients.base import ClientConfig
-from clients.behaviours import behaviour_factory
-from clients.openai_webrtc.client import CODEC_DELAY_S, OpenAIWebRTCClient
-from clients.openai_webrtc.server import start_server
-from simulator.core.turns import TurnSettings
-from simulator.session import SessionOutcome, SessionSettings, run_session
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.fakekit.behaviours import behaviour_factory
+from duplexsim.clients.openai_webrtc.client import CODEC_DELAY_S, OpenAIWebRTCClient
+from duplexsim.clients.openai_webrtc.server import start_server
+from duplexsim.core.turns import TurnSettings
+from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
 
 RATE = 16000
 LATENCY_S = 0.5

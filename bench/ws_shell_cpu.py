@@ -21,10 +21,10 @@ import time
 
 import numpy as np
 
-from clients.base import ClientConfig
-from clients.behaviours import behaviour_factory
-from clients.pcm_ws.client import PcmWsClient
-from clients.pcm_ws.server import start_server
+from duplexsim.clients.base import ClientConfig
+from duplexsim.clients.fakekit.behaviours import behaviour_factory
+from duplexsim.clients.pcm_ws.client import PcmWsClient
+from duplexsim.clients.pcm_ws.server import start_server
 
 RATE = 16000
 FRAME = RATE // 50

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.core.errors import SessionError
-from simulator.core.redact import redact
+from duplexsim.core.errors import SessionError
+from duplexsim.core.redact import redact
 
 __all__ = [
     "AudioOut",

@@ -9,46 +9,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from clients.base import DuplexClient
-from simulator.core.errors import ConfigError
-from simulator.core.plugins import PROTOCOLS_GROUP, is_object_name, load_object, plugin_names
+from duplexsim.clients.base import DuplexClient
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.plugins import PROTOCOLS_GROUP, is_object_name, load_object, plugin_names
 
 __all__ = ["client_class", "client_protocols", "fake_server_factory", "server_protocols"]
 
 # protocol name -> "module:attribute"
 _CLIENTS: dict[str, str] = {
-    "pcm-ws": "clients.pcm_ws.client:PcmWsClient",
-    "moshi": "clients.moshi.client:MoshiClient",
-    "gemini-live": "clients.gemini_live.client:GeminiLiveClient",
-    "openai-webrtc": "clients.openai_webrtc.client:OpenAIWebRTCClient",
-    "openai-realtime": "clients.openai_realtime.client:OpenAIRealtimeClient",
-    "xai-realtime": "clients.openai_realtime.client:XaiRealtimeClient",
-    "azure-realtime": "clients.openai_realtime.client:AzureRealtimeClient",
-    "azure-realtime-preview": "clients.openai_realtime.client:AzurePreviewRealtimeClient",
-    "azure-voice-live": "clients.openai_realtime.client:AzureVoiceLiveClient",
-    "qwen-omni-realtime": "clients.openai_realtime.client:QwenOmniRealtimeClient",
-    "freeze-omni": "clients.freeze_omni.client:FreezeOmniClient",
-    "hume-evi": "clients.hume_evi.client:HumeEviClient",
-    "nova-sonic": "clients.nova_sonic.client:NovaSonicClient",
-    "replay": "clients.replay:ReplayClient",
+    "pcm-ws": "duplexsim.clients.pcm_ws.client:PcmWsClient",
+    "moshi": "duplexsim.clients.moshi.client:MoshiClient",
+    "gemini-live": "duplexsim.clients.gemini_live.client:GeminiLiveClient",
+    "openai-webrtc": "duplexsim.clients.openai_webrtc.client:OpenAIWebRTCClient",
+    "openai-realtime": "duplexsim.clients.openai_realtime.client:OpenAIRealtimeClient",
+    "xai-realtime": "duplexsim.clients.openai_realtime.client:XaiRealtimeClient",
+    "azure-realtime": "duplexsim.clients.openai_realtime.client:AzureRealtimeClient",
+    "azure-realtime-preview": "duplexsim.clients.openai_realtime.client:AzurePreviewRealtimeClient",
+    "azure-voice-live": "duplexsim.clients.openai_realtime.client:AzureVoiceLiveClient",
+    "qwen-omni-realtime": "duplexsim.clients.openai_realtime.client:QwenOmniRealtimeClient",
+    "freeze-omni": "duplexsim.clients.freeze_omni.client:FreezeOmniClient",
+    "hume-evi": "duplexsim.clients.hume_evi.client:HumeEviClient",
+    "nova-sonic": "duplexsim.clients.nova_sonic.client:NovaSonicClient",
+    "replay": "duplexsim.clients.recorded:ReplayClient",
 }
 
 # protocol name -> "module:attribute" of an async factory:
-#   start(behaviour_factory, *, host, port, faults) -> clients.fakeserver.RunningServer
+#   start(behaviour_factory, *, host, port, faults) -> duplexsim.clients.fakekit.fakeserver.RunningServer
 _SERVERS: dict[str, str] = {
-    "pcm-ws": "clients.pcm_ws.server:start_server",
-    "moshi": "clients.moshi.server:start_server",
-    "gemini-live": "clients.gemini_live.server:start_server",
-    "openai-webrtc": "clients.openai_webrtc.server:start_server",
-    "openai-realtime": "clients.openai_realtime.server:start_server",
-    "xai-realtime": "clients.openai_realtime.server:start_xai",
-    "azure-realtime": "clients.openai_realtime.server:start_azure",
-    "azure-realtime-preview": "clients.openai_realtime.server:start_azure_preview",
-    "azure-voice-live": "clients.openai_realtime.server:start_voice_live",
-    "qwen-omni-realtime": "clients.openai_realtime.server:start_qwen",
-    "freeze-omni": "clients.freeze_omni.server:start_server",
-    "hume-evi": "clients.hume_evi.server:start_server",
-    "nova-sonic": "clients.nova_sonic.server:start_server",
+    "pcm-ws": "duplexsim.clients.pcm_ws.server:start_server",
+    "moshi": "duplexsim.clients.moshi.server:start_server",
+    "gemini-live": "duplexsim.clients.gemini_live.server:start_server",
+    "openai-webrtc": "duplexsim.clients.openai_webrtc.server:start_server",
+    "openai-realtime": "duplexsim.clients.openai_realtime.server:start_server",
+    "xai-realtime": "duplexsim.clients.openai_realtime.server:start_xai",
+    "azure-realtime": "duplexsim.clients.openai_realtime.server:start_azure",
+    "azure-realtime-preview": "duplexsim.clients.openai_realtime.server:start_azure_preview",
+    "azure-voice-live": "duplexsim.clients.openai_realtime.server:start_voice_live",
+    "qwen-omni-realtime": "duplexsim.clients.openai_realtime.server:start_qwen",
+    "freeze-omni": "duplexsim.clients.freeze_omni.server:start_server",
+    "hume-evi": "duplexsim.clients.hume_evi.server:start_server",
+    "nova-sonic": "duplexsim.clients.nova_sonic.server:start_server",
 }
 
 

@@ -740,7 +740,7 @@ def make_neutral(out: Path, seed: int, voice_b: str = VOICE_B) -> float:
 
 
 def check_tables() -> None:
-    from simulator.core.emotions import EMOTION_NAMES
+    from duplexsim.core.emotions import EMOTION_NAMES
 
     if set(PROSODY) != set(EMOTION_NAMES):
         raise DemoError("PROSODY must cover exactly the 12 canonical emotions")
@@ -755,7 +755,7 @@ def generate(
     voices: tuple[str, str] = (VOICE_A, VOICE_B),
     languages: tuple[str, ...] = LANGUAGES,
 ) -> None:
-    from simulator.core.emotions import EMOTION_NAMES
+    from duplexsim.core.emotions import EMOTION_NAMES
 
     check_tables()
     audio_dir = out / "audio"
@@ -803,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.path.insert(0, str(here.parent))  # simulator.core.emotions, when run from a checkout
+    sys.path.insert(0, str(here.parent))  # duplexsim.core.emotions, when run from a checkout
     try:
         generate(out, args.seed, voices, languages)
     except (DemoError, OSError, sf.LibsndfileError) as exc:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.emotions import EMOTION_NAMES, suggest_emotion
+from duplexsim.core.emotions import EMOTION_NAMES, suggest_emotion
 
 __all__ = [
     "CI_METRICS",

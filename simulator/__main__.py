@@ -1,3 +1,3 @@
-from simulator.cli import main
+from duplexsim.cli import main
 
 raise SystemExit(main())

@@ -17,12 +17,12 @@ from urllib.parse import urlsplit, urlunsplit
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.freeze_omni.events import INPUT_RATE, OUTPUT_RATE
-from clients.freeze_omni.protocol import ClientProtocol
-from clients.wsclient import WebSocketClient, close_text, message_size
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConfigError, ConnectError, Disconnected
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.freeze_omni.events import INPUT_RATE, OUTPUT_RATE
+from duplexsim.clients.freeze_omni.protocol import ClientProtocol
+from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConfigError, ConnectError, Disconnected
 
 __all__ = ["FreezeOmniClient", "socketio_url"]
 

@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from clients.freeze_omni import sio
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.clients.freeze_omni import sio
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "INPUT_RATE",

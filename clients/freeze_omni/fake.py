@@ -24,13 +24,13 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.behaviours import Behaviour
-from clients.faults import Faults, MediaFaults
-from clients.freeze_omni import events as wire
-from clients.freeze_omni import sio
-from clients.serveractions import Action, Close, Send
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
-from simulator.core.errors import ProtocolError
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.serveractions import Action, Close, Send
+from duplexsim.clients.freeze_omni import events as wire
+from duplexsim.clients.freeze_omni import sio
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["PATH", "ServerProtocol"]
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from numpy.typing import NDArray
 
-from clients.base import AudioOut, ClientEvent, ErrorEvent, SpeechStarted
-from clients.freeze_omni import events as wire
-from clients.freeze_omni import sio
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
-from simulator.core.errors import (
+from duplexsim.clients.base import AudioOut, ClientEvent, ErrorEvent, SpeechStarted
+from duplexsim.clients.freeze_omni import events as wire
+from duplexsim.clients.freeze_omni import sio
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
+from duplexsim.core.errors import (
     ConnectError,
     Disconnected,
     ProtocolError,

@@ -10,16 +10,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import (
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import (
     RunningServer,
     Untimed,
     serve_session,
     serve_websockets,
 )
-from clients.faults import Faults
-from clients.freeze_omni.fake import PATH, ServerProtocol
-from clients.wsconn import WsConnection
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.freeze_omni.fake import PATH, ServerProtocol
+from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = ["start_server"]
 

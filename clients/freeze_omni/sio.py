@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "Close",

@@ -13,12 +13,17 @@ from typing import Any
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.gemini_live.errors import redact_url
-from clients.gemini_live.protocol import INPUT_RATE, OUTPUT_RATE, ClientProtocol, setup_from_options
-from clients.wsclient import WebSocketClient
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, SessionError
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.gemini_live.errors import redact_url
+from duplexsim.clients.gemini_live.protocol import (
+    INPUT_RATE,
+    OUTPUT_RATE,
+    ClientProtocol,
+    setup_from_options,
+)
+from duplexsim.clients.transport.wsclient import WebSocketClient
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConnectError, Disconnected, SessionError
 
 __all__ = ["DEFAULT_URL", "GeminiLiveClient"]
 

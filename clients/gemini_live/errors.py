@@ -10,8 +10,8 @@ Every text here may come from the server: callers blank the API key out of it fi
 
 from __future__ import annotations
 
-from clients.httperrors import retry_in
-from simulator.core.errors import (
+from duplexsim.clients.transport.httperrors import retry_in
+from duplexsim.core.errors import (
     ConnectError,
     Disconnected,
     ProtocolError,
@@ -19,7 +19,7 @@ from simulator.core.errors import (
     RemoteError,
     SessionError,
 )
-from simulator.core.redact import redact
+from duplexsim.core.redact import redact
 
 __all__ = ["api_error", "close_error", "close_text", "redact_url"]
 

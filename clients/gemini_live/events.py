@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "ActivityEnd",

@@ -1,6 +1,6 @@
 """The Gemini Live protocol without I/O: messages in, events or messages out; no sockets, no clock.
 
-``ClientProtocol`` builds the client's messages and turns server messages into ``clients.base``
+``ClientProtocol`` builds the client's messages and turns server messages into ``duplexsim.clients.base``
 events stamped with the arrival time it is given and nothing else (``errors`` maps closes and
 refusals). Model audio arrives faster than real time: the session places it on its timeline
 (``OutputTrack``) and ends the turn once what was placed has played.
@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     ClientEvent,
     EndOfTurn,
@@ -27,15 +27,15 @@ from clients.base import (
     SpeechStarted,
     Transcript,
 )
-from clients.behaviours import Behaviour
-from clients.faults import Faults
-from clients.gemini_live import events as wire
-from clients.gemini_live.errors import api_error, close_error, close_text
-from clients.mediaclock import MediaClock
-from clients.serveractions import Action, Close, Send, Stall
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
-from simulator.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
-from simulator.core.redact import redact
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
+from duplexsim.clients.gemini_live import events as wire
+from duplexsim.clients.gemini_live.errors import api_error, close_error, close_text
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
+from duplexsim.core.errors import ConfigError, Disconnected, ProtocolError, SessionError
+from duplexsim.core.redact import redact
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -243,7 +243,7 @@ class ServerProtocol:
     """One fake-server connection: key check, setup, then audio in and model turns out.
 
     Time is the session's timeline in 16 kHz input samples: the input while it flows, the wall
-    clock once it stops (``clients.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a
+    clock once it stops (``duplexsim.clients.fakekit.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a
     reply plays on to turnComplete when the client stops sending, as the real service's does.
     After a chunk covering [c0, c1) arrives, the client is at c0 on its timeline, so a reply that starts at s in [c0, c1) is sent now,
     led by s - c0 of silence: its first sample lands at exactly s. Reply audio then goes out

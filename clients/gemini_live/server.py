@@ -11,11 +11,11 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import RunningServer, serve_session, serve_websockets
-from clients.faults import Faults, Rejection
-from clients.gemini_live.protocol import PATHS, ServerProtocol
-from clients.wsconn import WsConnection
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.faults import Faults, Rejection
+from duplexsim.clients.gemini_live.protocol import PATHS, ServerProtocol
+from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = ["start_server"]
 

@@ -14,12 +14,12 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.hume_evi import events as wire
-from clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
-from clients.wsclient import WebSocketClient, close_text, message_size
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConfigError, ConnectError, Disconnected
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.hume_evi import events as wire
+from duplexsim.clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
+from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConfigError, ConnectError, Disconnected
 
 __all__ = ["DEFAULT_URL", "HumeEviClient"]
 

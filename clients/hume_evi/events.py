@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "EMOTIONS",

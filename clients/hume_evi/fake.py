@@ -7,7 +7,7 @@ answers each user turn as EVI does: ``user_message`` (the turn's span in ms and 
 ``assistant_end``. A reply that starts at sample s of a chunk covering [c0, c1) goes out when that
 chunk arrives, led by s - c0 of silence, so its first sample lands at exactly s; the rest follows
 faster than real time (``BURST_S`` at once, then ``SPEEDUP`` x). Time is the session's timeline:
-the input while it flows, the wall clock once it stops (``clients.mediaclock``; the shell calls
+the input while it flows, the wall clock once it stops (``duplexsim.clients.fakekit.mediaclock``; the shell calls
 ``tick`` at ``wake_at``), so a reply goes on to assistant_end when the client stops sending, as
 the real service's does. User speech during a reply interrupts it (``user_interruption``, Unix ms from ``start_unix_ms`` plus media time).
 
@@ -24,16 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.behaviours import Behaviour
-from clients.faults import Faults, MediaFaults
-from clients.hume_evi import events as wire
-from clients.hume_evi.protocol import OUTPUT_RATE
-from clients.hume_evi.wav import encode_wav
-from clients.mediaclock import MediaClock
-from clients.replypacing import chunk_reply, chunks_due, next_chunk_at
-from clients.serveractions import Action, Send
-from simulator.core.audio import pcm16_to_float, resample
-from simulator.core.errors import ProtocolError
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.replypacing import chunk_reply, chunks_due, next_chunk_at
+from duplexsim.clients.fakekit.serveractions import Action, Send
+from duplexsim.clients.hume_evi import events as wire
+from duplexsim.clients.hume_evi.protocol import OUTPUT_RATE
+from duplexsim.clients.hume_evi.wav import encode_wav
+from duplexsim.core.audio import pcm16_to_float, resample
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["PATH", "ServerProtocol", "prosody_scores"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     ClientEvent,
     EndOfTurn,
@@ -24,11 +24,11 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
-from clients.hume_evi import events as wire
-from clients.hume_evi.wav import parse_wav
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
-from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
-from simulator.core.redact import redact
+from duplexsim.clients.hume_evi import events as wire
+from duplexsim.clients.hume_evi.wav import parse_wav
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
+from duplexsim.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
+from duplexsim.core.redact import redact
 
 __all__ = ["OUTPUT_RATE", "ClientProtocol", "evi_error"]
 

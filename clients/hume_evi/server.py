@@ -18,15 +18,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.http11 import Request, Response
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import (
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import (
     RunningServer,
     serve_session,
     serve_websockets,
 )
-from clients.faults import Faults
-from clients.hume_evi.fake import PATH, ServerProtocol
-from clients.wsconn import WsConnection
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.hume_evi.fake import PATH, ServerProtocol
+from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = ["start_server"]
 

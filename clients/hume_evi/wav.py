@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from simulator.core.errors import ProtocolError
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["encode_wav", "parse_wav"]
 

@@ -7,7 +7,7 @@ each 80 ms of input with 80 ms of output, so the session must keep sending, sile
 
 Timing: audio is stamped on arrival. The Opus path adds a fixed ``CODEC_DELAY_S`` (13 ms) to a
 measured reply latency: the encoder lookahead, 6.5 ms on the way in and 6.5 ms on the way out,
-which a real Moshi deployment has too (see ``clients.moshi.codec``). Capabilities cannot say so;
+which a real Moshi deployment has too (see ``duplexsim.clients.moshi.codec``). Capabilities cannot say so;
 ``describe()`` records it. Sending frames shorter than 80 ms adds up to one frame of delay more, as
 the stream is cut into 80 ms frames; the session sends ``frame_ms`` = 80 and avoids that.
 
@@ -23,12 +23,12 @@ from typing import Any
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent
-from clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
-from clients.moshi.protocol import ClientProtocol, chat_url, query_params
-from clients.wsclient import WebSocketClient, close_text, message_size
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent
+from duplexsim.clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
+from duplexsim.clients.moshi.protocol import ClientProtocol, chat_url, query_params
+from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConnectError, Disconnected
 
 __all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.errors import ConfigError, ProtocolError
-from simulator.core.extras import require
+from duplexsim.core.errors import ConfigError, ProtocolError
+from duplexsim.core.extras import require
 
 sphn = require("sphn", "the moshi protocol")
 if hasattr(sphn.OpusStreamWriter, "read_bytes"):  # pragma: no cover - sphn 0.1's two-call API

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "Audio",

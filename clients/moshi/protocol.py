@@ -1,6 +1,6 @@
 """The moshi protocol without I/O: messages in, events or messages out; no sockets, no clock.
 
-``ClientProtocol`` turns server messages into ``clients.base`` events stamped with the arrival time
+``ClientProtocol`` turns server messages into ``duplexsim.clients.base`` events stamped with the arrival time
 it is given, and the client's PCM into audio messages. ``ServerProtocol`` is the fake server's
 model: it decodes the client's Ogg/Opus stream, feeds a reference behaviour one 80 ms frame at a
 time and answers each frame with one 80 ms output frame (Moshi's pacing: output rate equals input
@@ -21,11 +21,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
 
-from clients.base import AudioOut, ClientEvent, ErrorEvent, Transcript
-from clients.behaviours import Behaviour
-from clients.faults import Faults, MediaFaults
-from clients.moshi import events as wire
-from clients.moshi.codec import (
+from duplexsim.clients.base import AudioOut, ClientEvent, ErrorEvent, Transcript
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.moshi import events as wire
+from duplexsim.clients.moshi.codec import (
     FRAME,
     RATE,
     FrameBuffer,
@@ -33,8 +33,8 @@ from clients.moshi.codec import (
     OggOpusEncoder,
     split_pages,
 )
-from clients.pcm_ws.protocol import Action, Close, Send, Stall
-from simulator.core.errors import ConfigError, ProtocolError, RemoteError
+from duplexsim.clients.pcm_ws.protocol import Action, Close, Send, Stall
+from duplexsim.core.errors import ConfigError, ProtocolError, RemoteError
 
 __all__ = [
     "CHAT_PATH",

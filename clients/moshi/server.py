@@ -1,7 +1,7 @@
 """The moshi fake server: a thin asyncio shell that moves messages to and from ServerProtocol.
 
 It serves ``/api/chat`` only and records each connection's query parameters. ``flavour`` picks the
-server it imitates (``clients.moshi.protocol.FLAVOURS``: "moshi", the Python server; "rust", with
+server it imitates (``duplexsim.clients.moshi.protocol.FLAVOURS``: "moshi", the Python server; "rust", with
 its 9-byte handshake, metadata and 40 ms packets; "personaplex", which needs ``text_prompt`` and a
 known ``voice_prompt``). ``exclusive`` takes the real servers' global lock (one conversation at a
 time, later clients wait for their handshake); ``handshake_delay_s`` stands for PersonaPlex's
@@ -21,8 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from websockets.exceptions import ConnectionClosed
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import (
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import (
     DelayedOutbox,
     RunningServer,
     Untimed,
@@ -30,15 +30,15 @@ from clients.fakeserver import (
     converse,
     serve_websockets,
 )
-from clients.faults import Faults
-from clients.moshi.protocol import (
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.moshi.protocol import (
     CHAT_PATH,
     FLAVOURS,
     Flavour,
     ServerProtocol,
 )
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConfigError
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConfigError
 
 __all__ = ["MoshiServer", "start_server"]
 

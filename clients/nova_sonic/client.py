@@ -23,8 +23,8 @@ from urllib.parse import quote, urlsplit
 
 from numpy.typing import NDArray
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
-from clients.nova_sonic.h2io import (
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from duplexsim.clients.nova_sonic.h2io import (
     ConnectionTerminated,
     DataReceived,
     Event,
@@ -35,9 +35,9 @@ from clients.nova_sonic.h2io import (
     StreamReset,
     is_broken,
 )
-from clients.nova_sonic.protocol import ClientProtocol, SonicSettings, http_error
-from clients.nova_sonic.sigv4 import Credentials, EventSigner, sign_request
-from simulator.core.errors import (
+from duplexsim.clients.nova_sonic.protocol import ClientProtocol, SonicSettings, http_error
+from duplexsim.clients.nova_sonic.sigv4 import Credentials, EventSigner, sign_request
+from duplexsim.core.errors import (
     ConfigError,
     ConnectError,
     Disconnected,

@@ -22,9 +22,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from clients.nova_sonic.eventstream import Message, encode_message
-from simulator.core import safejson
-from simulator.core.errors import ProtocolError
+from duplexsim.clients.nova_sonic.eventstream import Message, encode_message
+from duplexsim.core import safejson
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "AudioOutput",

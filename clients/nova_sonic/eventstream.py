@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from simulator.core.errors import ProtocolError
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "MAX_HEADERS",

@@ -9,7 +9,7 @@ transcript (USER TEXT, FINAL), the planned text (ASSISTANT TEXT, SPECULATIVE), t
 content (audioOutput chunks, led by s - c0 of silence so its first sample lands exactly where
 the behaviour put it, then faster than real time), its contentEnd END_TURN, the spoken text
 (FINAL) and a usageEvent. Time is the session's timeline: the input while it flows, the wall
-clock once it stops (``clients.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a reply
+clock once it stops (``duplexsim.clients.fakekit.mediaclock``; the shell calls ``tick`` at ``wake_at``), so a reply
 goes on to its end when the client stops sending, as the real service's does. User speech before the reply has played out interrupts it:
 textOutput ``{ "interrupted" : true }`` and the audio's contentEnd INTERRUPTED.
 """
@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.behaviours import Behaviour
-from clients.faults import Faults, MediaFaults
-from clients.mediaclock import MediaClock
-from clients.nova_sonic import events as wire
-from clients.nova_sonic.eventstream import MessageReader
-from clients.nova_sonic.sigv4 import amz_date, event_signature
-from clients.replypacing import chunk_reply, chunks_due, next_chunk_at
-from clients.serveractions import Action, Close, Send
-from simulator.core.audio import pcm16_to_float, resample
-from simulator.core.errors import ProtocolError
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.replypacing import chunk_reply, chunks_due, next_chunk_at
+from duplexsim.clients.fakekit.serveractions import Action, Close, Send
+from duplexsim.clients.nova_sonic import events as wire
+from duplexsim.clients.nova_sonic.eventstream import MessageReader
+from duplexsim.clients.nova_sonic.sigv4 import amz_date, event_signature
+from duplexsim.core.audio import pcm16_to_float, resample
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["ServerProtocol"]
 

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from simulator.core.extras import missing_extra
+from duplexsim.core.extras import missing_extra
 
 try:
     from h2.config import H2Configuration

@@ -19,7 +19,7 @@ from typing import Any
 
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     ClientEvent,
     EndOfTurn,
@@ -28,18 +28,18 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
-from clients.httperrors import refusal, retry_after
-from clients.nova_sonic import events as wire
-from clients.nova_sonic.eventstream import MessageReader
-from simulator.core import safejson
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
-from simulator.core.errors import (
+from duplexsim.clients.nova_sonic import events as wire
+from duplexsim.clients.nova_sonic.eventstream import MessageReader
+from duplexsim.clients.transport.httperrors import refusal, retry_after
+from duplexsim.core import safejson
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
+from duplexsim.core.errors import (
     ProtocolError,
     RateLimited,
     RemoteError,
     SessionError,
 )
-from simulator.core.redact import redact
+from duplexsim.core.redact import redact
 
 __all__ = ["ClientProtocol", "SonicSettings", "http_error", "stream_error"]
 

@@ -18,11 +18,12 @@ import re
 import ssl
 from collections.abc import Callable
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import RunningServer
-from clients.faults import Faults
-from clients.nova_sonic.fake import ServerProtocol
-from clients.nova_sonic.h2io import (
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import RunningServer
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
+from duplexsim.clients.nova_sonic.fake import ServerProtocol
+from duplexsim.clients.nova_sonic.h2io import (
     DataReceived,
     Event,
     H2Peer,
@@ -30,8 +31,7 @@ from clients.nova_sonic.h2io import (
     StreamEnded,
     StreamReset,
 )
-from clients.nova_sonic.sigv4 import Credentials, sign_request
-from clients.serveractions import Action, Close, Send, Stall
+from duplexsim.clients.nova_sonic.sigv4 import Credentials, sign_request
 
 __all__ = ["start_server"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from clients.nova_sonic.eventstream import encode_message
+from duplexsim.clients.nova_sonic.eventstream import encode_message
 
 __all__ = ["EVENTS_PAYLOAD", "Credentials", "EventSigner", "sign_request", "signing_key"]
 

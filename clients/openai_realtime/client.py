@@ -12,14 +12,14 @@ from typing import Any, ClassVar
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.openai_realtime import dialects
-from clients.openai_realtime import events as wire
-from clients.openai_realtime.config import RealtimeOptions
-from clients.openai_realtime.protocol import ClientProtocol, endpoint_url
-from clients.wsclient import WebSocketClient, close_text, message_size
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.openai_realtime import dialects
+from duplexsim.clients.openai_realtime import events as wire
+from duplexsim.clients.openai_realtime.config import RealtimeOptions
+from duplexsim.clients.openai_realtime.protocol import ClientProtocol, endpoint_url
+from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = [
     "AzurePreviewRealtimeClient",

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.openai_realtime.dialects import OPENAI, Dialect
-from simulator.core.errors import ConfigError
+from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
+from duplexsim.core.errors import ConfigError
 
 __all__ = ["OPENAI_RATE", "RealtimeOptions", "merge"]
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core import safejson
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "BETA_ALIASES",

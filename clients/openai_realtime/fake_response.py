@@ -1,7 +1,7 @@
 """One response of the fake openai-realtime server, generated faster than real time.
 
 The real server streams a response's audio as the model produces it, ahead of playback. The fake
-does the same on the session's timeline (``clients.mediaclock``: the input while it flows, the
+does the same on the session's timeline (``duplexsim.clients.fakekit.mediaclock``: the input while it flows, the
 wall clock once it stops): ``BURST_S`` of audio at once when the response starts, then
 ``SPEEDUP`` times faster than the timeline moves. A response that is still being
 generated can be cancelled (``response.cancel``, or the user's speech with ``interrupt_response``);

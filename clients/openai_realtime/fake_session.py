@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clients.openai_realtime.config import OPENAI_RATE, merge
-from clients.openai_realtime.dialects import Dialect
+from duplexsim.clients.openai_realtime.config import OPENAI_RATE, merge
+from duplexsim.clients.openai_realtime.dialects import Dialect
 
 __all__ = ["InvalidRequest", "apply_update", "default_session", "input_rate", "vad"]
 

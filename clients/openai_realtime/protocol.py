@@ -1,7 +1,7 @@
 """The openai-realtime client without I/O: text frames in, events or text frames out.
 
 ``ClientProtocol`` runs the handshake (wait for ``session.created``, send ``session.update``, wait
-for ``session.updated``) and turns server events into ``clients.base`` events stamped with the
+for ``session.updated``) and turns server events into ``duplexsim.clients.base`` events stamped with the
 arrival time it is given. No sockets, no clock.
 
 Every dialect of the family (``dialects``) goes through this one object: what differs is data
@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     ClientEvent,
     EndOfTurn,
@@ -33,11 +33,11 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
-from clients.httperrors import retry_in
-from clients.openai_realtime import events as wire
-from clients.openai_realtime.dialects import OPENAI, Dialect
-from simulator.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
-from simulator.core.redact import redact
+from duplexsim.clients.openai_realtime import events as wire
+from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
+from duplexsim.clients.transport.httperrors import retry_in
+from duplexsim.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
+from duplexsim.core.redact import redact
 
 __all__ = [
     "ClientProtocol",

@@ -21,12 +21,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 from websockets.http11 import Request, Response
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import RunningServer, serve_session, serve_websockets
-from clients.faults import Faults
-from clients.openai_realtime import dialects
-from clients.openai_realtime.server_protocol import ServerProtocol
-from clients.wsconn import WsConnection
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.openai_realtime import dialects
+from duplexsim.clients.openai_realtime.server_protocol import ServerProtocol
+from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = [
     "PATH",

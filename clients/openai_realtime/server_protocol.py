@@ -6,7 +6,7 @@ session's input rate). Its ``Step`` flags become ``input_audio_buffer.speech_sta
 the real API sends one, faster than real time (``fake_response``): ``response.created``, the
 first second of audio as 100 ms ``response.output_audio.delta`` events at once, the rest four
 times faster than the session's timeline moves, then the ``.done`` events and ``response.done``.
-The timeline is the input while it flows and the wall clock once it stops (``clients.mediaclock``;
+The timeline is the input while it flows and the wall clock once it stops (``duplexsim.clients.fakekit.mediaclock``;
 the shell calls ``tick`` at ``wake_at``): a reply goes on when the client stops sending. The first
 burst goes out with the input chunk in which the reply starts in media time (not when it was
 decided), led by the silence between that chunk's start and the reply's first sample, so a
@@ -35,17 +35,17 @@ from typing import Any
 
 import numpy as np
 
-from clients.behaviours import Behaviour
-from clients.behaviours.base import FloatArray
-from clients.faults import Faults, MediaFaults
-from clients.mediaclock import MediaClock
-from clients.openai_realtime import fake_session
-from clients.openai_realtime.dialects import OPENAI, Dialect
-from clients.openai_realtime.events import BETA_ALIASES
-from clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
-from clients.serveractions import Action, Burst, Close, Send, Stall
-from simulator.core import safejson
-from simulator.core.audio import float_to_pcm16, pcm16_to_float, resample
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.behaviours.base import FloatArray
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.serveractions import Action, Burst, Close, Send, Stall
+from duplexsim.clients.openai_realtime import fake_session
+from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
+from duplexsim.clients.openai_realtime.events import BETA_ALIASES
+from duplexsim.clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
+from duplexsim.core import safejson
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 
 __all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
 

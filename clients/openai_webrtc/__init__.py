@@ -4,5 +4,5 @@
 ``rtc`` holds the aiortc pieces (peers without STUN, loopback ICE, the paced outgoing track, the
 receive-buffer bypass), ``signaling`` the HTTP exchange, ``protocol`` the I/O-free client and fake
 server logic, ``client`` the DuplexClient and ``server`` the fake server that hosts a behaviour.
-Data-channel events are decoded with ``clients.openai_realtime.events``.
+Data-channel events are decoded with ``duplexsim.clients.openai_realtime.events``.
 """

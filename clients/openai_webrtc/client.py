@@ -39,7 +39,7 @@ from aiortc.stats import RTCTransportStats
 from av import AudioFrame
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     Capabilities,
     ClientConfig,
@@ -47,9 +47,9 @@ from clients.base import (
     DuplexClient,
     ErrorEvent,
 )
-from clients.openai_webrtc import signaling
-from clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
-from clients.openai_webrtc.rtc import (
+from duplexsim.clients.openai_webrtc import signaling
+from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
+from duplexsim.clients.openai_webrtc.rtc import (
     ENCODER_DELAY_S,
     FRAME_S,
     RATE,
@@ -61,7 +61,7 @@ from clients.openai_webrtc.rtc import (
     loopback_ice,
     new_peer_connection,
 )
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
+from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 
 __all__ = ["CODEC_DELAY_S", "OpenAIWebRTCClient"]
 

@@ -1,7 +1,7 @@
 """The openai-webrtc protocol without I/O: options, the ``oai-events`` data channel both ways.
 
 The data channel carries the same JSON events as the Realtime WebSocket API, so the client side is
-the OpenAI-family session core (``clients.openai_realtime.protocol``: handshake, events, errors)
+the OpenAI-family session core (``duplexsim.clients.openai_realtime.protocol``: handshake, events, errors)
 with WebRTC's differences; audio travels on the RTP track instead of
 ``response.output_audio.delta``.
 
@@ -24,18 +24,18 @@ from typing import Any
 
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     ClientEvent,
     EndOfTurn,
 )
-from clients.behaviours import Behaviour
-from clients.faults import Faults
-from clients.openai_realtime import events as wire
-from clients.openai_realtime import protocol as core
-from clients.openai_realtime.config import merge
-from clients.openai_realtime.dialects import OPENAI, Dialect
-from simulator.core import safejson
-from simulator.core.errors import ConfigError
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.openai_realtime import events as wire
+from duplexsim.clients.openai_realtime import protocol as core
+from duplexsim.clients.openai_realtime.config import merge
+from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
+from duplexsim.core import safejson
+from duplexsim.core.errors import ConfigError
 
 __all__ = [
     "Action",

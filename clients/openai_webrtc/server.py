@@ -25,13 +25,19 @@ from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from numpy.typing import NDArray
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import RunningServer
-from clients.faults import Faults
-from clients.mediaclock import FILL_LAPSE_S
-from clients.openai_webrtc import signaling
-from clients.openai_webrtc.protocol import Close, SendAudio, SendEvent, ServerProtocol, Stall
-from clients.openai_webrtc.rtc import (
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import RunningServer
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.mediaclock import FILL_LAPSE_S
+from duplexsim.clients.openai_webrtc import signaling
+from duplexsim.clients.openai_webrtc.protocol import (
+    Close,
+    SendAudio,
+    SendEvent,
+    ServerProtocol,
+    Stall,
+)
+from duplexsim.clients.openai_webrtc.rtc import (
     RATE,
     OutgoingAudioTrack,
     bypass_jitter_buffer,
@@ -40,7 +46,7 @@ from clients.openai_webrtc.rtc import (
     loopback_ice,
     new_peer_connection,
 )
-from simulator.core.errors import ProtocolError
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["start_server"]
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from clients.httperrors import refusal
-from simulator.core import safejson
-from simulator.core.errors import ConnectError, ProtocolError, SessionError
-from simulator.core.redact import redact as redact_secrets
+from duplexsim.clients.transport.httperrors import refusal
+from duplexsim.core import safejson
+from duplexsim.core.errors import ConnectError, ProtocolError, SessionError
+from duplexsim.core.redact import redact as redact_secrets
 
 __all__ = [
     "CALLS_PATH",

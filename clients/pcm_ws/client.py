@@ -8,11 +8,11 @@ from typing import Any
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
-from clients.pcm_ws.protocol import ClientProtocol
-from clients.wsclient import WebSocketClient, close_text, message_size
-from clients.wsconn import WsConnection
-from simulator.core.errors import ConnectError, Disconnected, ProtocolError
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.pcm_ws.protocol import ClientProtocol
+from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
+from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError
 
 __all__ = ["PcmWsClient"]
 

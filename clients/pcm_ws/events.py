@@ -6,7 +6,7 @@ at the sample rate agreed in the hello. The client opens with ``hello`` and wait
 
 Parsing is strict: bad JSON, an unknown type, a missing field or a field of the wrong type is a
 ProtocolError naming the problem. Unknown extra fields are ignored, so servers may add some.
-Import this module as ``wire``: its message names mirror the client events in ``clients.base``.
+Import this module as ``wire``: its message names mirror the client events in ``duplexsim.clients.base``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, get_type_hints
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core import safejson
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
-from simulator.core.errors import ProtocolError
+from duplexsim.core import safejson
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
+from duplexsim.core.errors import ProtocolError
 
 __all__ = [
     "ENCODING",

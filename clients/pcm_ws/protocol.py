@@ -1,6 +1,6 @@
 """The pcm-ws protocol without I/O: messages in, events or messages out; no sockets, no clock.
 
-``ClientProtocol`` turns server frames into ``clients.base`` events stamped with the arrival time it
+``ClientProtocol`` turns server frames into ``duplexsim.clients.base`` events stamped with the arrival time it
 is given. ``ServerProtocol`` drives a reference behaviour for the fake server and applies the
 media-time faults, answering each client frame with ``Action``s for the I/O layer to carry out.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from clients.base import (
+from duplexsim.clients.base import (
     AudioOut,
     ClientEvent,
     EndOfTurn,
@@ -22,13 +22,13 @@ from clients.base import (
     SpeechStopped,
     Transcript,
 )
-from clients.behaviours import Behaviour
-from clients.faults import Faults, MediaFaults
-from clients.mediaclock import FILL_LAPSE_S, MediaClock
-from clients.pcm_ws import events as wire
-from clients.serveractions import Action, Close, Send, Stall
-from simulator.core.audio import DigitalSilence
-from simulator.core.errors import DuplexsimError, ProtocolError, RemoteError
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.mediaclock import FILL_LAPSE_S, MediaClock
+from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
+from duplexsim.clients.pcm_ws import events as wire
+from duplexsim.core.audio import DigitalSilence
+from duplexsim.core.errors import DuplexsimError, ProtocolError, RemoteError
 
 __all__ = [
     "Action",
@@ -102,7 +102,7 @@ def _remote_error(msg: wire.Error) -> RemoteError:
 class ServerProtocol:
     """One fake-server connection: hello, then one output frame per input frame, plus control.
 
-    The model runs on the session's timeline (``clients.mediaclock``): when the client stops
+    The model runs on the session's timeline (``duplexsim.clients.fakekit.mediaclock``): when the client stops
     sending, the wall clock goes on and the server hears silence for each frame it did not get,
     answering each with an output frame as before (``tick`` at ``wake_at``), so a reply plays
     on to its end of turn.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from clients.behaviours import Behaviour
-from clients.fakeserver import RunningServer, serve_session, serve_websockets
-from clients.faults import Faults
-from clients.pcm_ws.protocol import ServerProtocol
-from clients.wsconn import WsConnection
+from duplexsim.clients.fakekit.behaviours import Behaviour
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.pcm_ws.protocol import ServerProtocol
+from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = ["start_server"]
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.models.base import EmotionModel
-from scoring.models.weights import installed_scorer
-from simulator.core.errors import ConfigError
-from simulator.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.plugins import SCORERS_GROUP, is_object_name, load_object, plugin_names
+from duplexsim.scoring.models.base import EmotionModel
+from duplexsim.scoring.models.weights import installed_scorer
 
 __all__ = [
     "EmotionModel",
@@ -29,13 +29,13 @@ __all__ = [
 
 # name -> ("module:Class", fixed keyword arguments)
 _SCORERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "prosody": ("scoring.models.prosody:ProsodyScorer", {}),
+    "prosody": ("duplexsim.scoring.models.prosody:ProsodyScorer", {}),
     "empathic-insight-voice-small": (
-        "scoring.models.empathic_insight:EmpathicInsightVoice",
+        "duplexsim.scoring.models.empathic_insight:EmpathicInsightVoice",
         {"size": "small"},
     ),
     "empathic-insight-voice-large": (
-        "scoring.models.empathic_insight:EmpathicInsightVoice",
+        "duplexsim.scoring.models.empathic_insight:EmpathicInsightVoice",
         {"size": "large"},
     ),
 }

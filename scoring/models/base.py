@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.emotions import EMOTIONS
+from duplexsim.core.emotions import EMOTIONS
 
 __all__ = ["MAX_CLIP_S", "SAMPLE_RATE", "EmotionModel", "clip_problem", "emotion_matrix"]
 
@@ -20,7 +20,7 @@ MIN_CLIP_S = 0.05
 
 class EmotionModel(ABC):
     """Scores clips on named dimensions; the 12 MIRRORING emotions must be among them, under
-    their Empathic-Insight-Voice head names (``simulator.core.emotions.HEAD_NAMES``)."""
+    their Empathic-Insight-Voice head names (``duplexsim.core.emotions.HEAD_NAMES``)."""
 
     name: ClassVar[str]
     comparable_with_mirroring: ClassVar[bool] = False  # True only for the benchmark's own scorer

@@ -22,7 +22,7 @@ Three ways to run the same model (``docs/scorers.md``):
   card's Colab).
 
 Weights are never fetched here unless the caller passes ``download=True``; ``duplexsim scorer
-download`` installs them (``scoring.models.weights``), and an installed scorer is used by default.
+download`` installs them (``duplexsim.scoring.models.weights``), and an installed scorer is used by default.
 """
 
 from __future__ import annotations
@@ -41,18 +41,18 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from scoring.models.base import MAX_CLIP_S, SAMPLE_RATE, EmotionModel
-from scoring.models.precision import default_precision
-from scoring.models.weights import (
+from duplexsim.core.emotions import HEAD_NAMES, emotion_by_name, suggest_emotion
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.extras import require
+from duplexsim.scoring.models.base import MAX_CLIP_S, SAMPLE_RATE, EmotionModel
+from duplexsim.scoring.models.precision import default_precision
+from duplexsim.scoring.models.weights import (
     ENCODER_PATTERNS,
     ENCODER_REPO,
     HEAD_REPOS,
     HEADS_SUBDIR,
     head_filename,
 )
-from simulator.core.emotions import HEAD_NAMES, emotion_by_name, suggest_emotion
-from simulator.core.errors import ConfigError
-from simulator.core.extras import require
 
 __all__ = [
     "ENCODER_REPO",
@@ -117,7 +117,7 @@ class EmpathicInsightVoice(EmotionModel):
     Options: ``dimensions`` (head names, a comma-separated string, or ``"all"``; default the 12
     MIRRORING heads), ``precision`` (``fp32``/``bf16``/``fp16``; default bf16 on CUDA and on a
     CPU with native bf16, AMX-BF16 or AVX512-BF16, where it is 2.5-2.9x faster than fp32 and
-    matches the GPU workers; else fp32; see ``scoring.models.precision``), ``batch_size`` (clips
+    matches the GPU workers; else fp32; see ``duplexsim.scoring.models.precision``), ``batch_size`` (clips
     per encoder pass), ``download`` (fetch missing weights from the Hugging Face Hub; off by
     default), ``cache_dir`` (Hugging Face cache to look in).
     """

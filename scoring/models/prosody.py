@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.models.base import SAMPLE_RATE, EmotionModel
-from simulator.core.emotions import EMOTIONS, HEAD_NAMES
-from simulator.core.provenance import NO_WEIGHTS
+from duplexsim.core.emotions import EMOTIONS, HEAD_NAMES
+from duplexsim.core.provenance import NO_WEIGHTS
+from duplexsim.scoring.models.base import SAMPLE_RATE, EmotionModel
 
 __all__ = [
     "FEATURE_NAMES",

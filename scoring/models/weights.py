@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simulator.core.emotions import HEAD_NAMES
-from simulator.core.errors import ConfigError
-from simulator.core.extras import require
+from duplexsim.core.emotions import HEAD_NAMES
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.extras import require
 
 __all__ = [
     "DOWNLOADABLE",

@@ -6,13 +6,13 @@ Without an endpoint, ``LocalScoring`` offers the same ``score`` API in-process. 
 in ``wire`` (requests/replies) and ``control`` (broker <-> worker); neither uses pickle.
 """
 
-from scoring.service.api import ScoreResult, Scoring, open_scoring, registry_factory
-from scoring.service.broker import DEFAULT_BACKEND, DEFAULT_FRONTEND, Broker
-from scoring.service.client import ScoringClient
-from scoring.service.errors import ScoringError, WireError
-from scoring.service.local import LocalScoring
-from scoring.service.security import create_keys
-from scoring.service.worker import ScoringWorker
+from duplexsim.scoring.service.api import ScoreResult, Scoring, open_scoring, registry_factory
+from duplexsim.scoring.service.broker import DEFAULT_BACKEND, DEFAULT_FRONTEND, Broker
+from duplexsim.scoring.service.client import ScoringClient
+from duplexsim.scoring.service.errors import ScoringError, WireError
+from duplexsim.scoring.service.local import LocalScoring
+from duplexsim.scoring.service.security import create_keys
+from duplexsim.scoring.service.worker import ScoringWorker
 
 __all__ = [
     "DEFAULT_BACKEND",

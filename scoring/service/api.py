@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.service.errors import RETRYABLE_CODES, ScoringError
-from scoring.service.wire import Reply
-from simulator.core.errors import ConfigError
-from simulator.core.provenance import ScorerIdentity
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.provenance import ScorerIdentity
+from duplexsim.scoring.service.errors import RETRYABLE_CODES, ScoringError
+from duplexsim.scoring.service.wire import Reply
 
 if TYPE_CHECKING:
-    from scoring.models.base import EmotionModel
-    from scoring.service.security import KeyInput
+    from duplexsim.scoring.models.base import EmotionModel
+    from duplexsim.scoring.service.security import KeyInput
 
 __all__ = ["ScoreResult", "Scoring", "open_scoring", "registry_factory"]
 
@@ -112,10 +112,10 @@ def open_scoring(
                 "a precision applies to in-process scoring; the scoring service's workers set "
                 "their own (duplexsim scoring worker --precision)"
             )
-        from scoring.service.client import ScoringClient
+        from duplexsim.scoring.service.client import ScoringClient
 
         return ScoringClient(endpoint, server_public_key=server_public_key, timeout_s=timeout_s)
-    from scoring.service.local import LocalScoring
+    from duplexsim.scoring.service.local import LocalScoring
 
     return LocalScoring(factory, device=device, model_path=model_path, precision=precision)
 
@@ -127,7 +127,7 @@ def registry_factory(
     first use. A scorer without a precision option refuses an explicit ``precision``."""
 
     def load(name: str) -> EmotionModel:
-        from scoring.models import load_scorer
+        from duplexsim.scoring.models import load_scorer
 
         return load_scorer(name, model_path=model_path, device=device, precision=precision)
 

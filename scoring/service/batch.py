@@ -16,13 +16,13 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from scoring.models.base import EmotionModel, clip_problem
-from scoring.service.errors import DEADLINE, INVALID_CLIP, SCORER_FAILED
-from scoring.service.wire import Reply, Request, error_reply
+from duplexsim.scoring.models.base import EmotionModel, clip_problem
+from duplexsim.scoring.service.errors import DEADLINE, INVALID_CLIP, SCORER_FAILED
+from duplexsim.scoring.service.wire import Reply, Request, error_reply
 
 __all__ = ["Batch", "Batcher", "run_batch"]
 
-logger = logging.getLogger("scoring.service")
+logger = logging.getLogger("duplexsim.scoring.service")
 
 T = TypeVar("T")
 

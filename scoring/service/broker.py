@@ -14,14 +14,14 @@ from types import TracebackType
 
 import zmq
 
-from scoring.service import wire
-from scoring.service.dispatch import BrokerStats, Dispatcher, Send
-from scoring.service.security import KeyInput, check_bind, load_secret_key, secure_server
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
+from duplexsim.scoring.service import wire
+from duplexsim.scoring.service.dispatch import BrokerStats, Dispatcher, Send
+from duplexsim.scoring.service.security import KeyInput, check_bind, load_secret_key, secure_server
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_FRONTEND", "Broker"]
 
-logger = logging.getLogger("scoring.service")
+logger = logging.getLogger("duplexsim.scoring.service")
 
 DEFAULT_FRONTEND = "tcp://127.0.0.1:5555"
 DEFAULT_BACKEND = "tcp://127.0.0.1:5556"

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from scoring.models.base import EmotionModel
-from scoring.service import wire
-from scoring.service.api import registry_factory
-from scoring.service.broker import DEFAULT_BACKEND, DEFAULT_FRONTEND, Broker
-from scoring.service.security import KeyInput, create_keys
-from scoring.service.worker import ScoringWorker
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
+from duplexsim.scoring.models.base import EmotionModel
+from duplexsim.scoring.service import wire
+from duplexsim.scoring.service.api import registry_factory
+from duplexsim.scoring.service.broker import DEFAULT_BACKEND, DEFAULT_FRONTEND, Broker
+from duplexsim.scoring.service.security import KeyInput, create_keys
+from duplexsim.scoring.service.worker import ScoringWorker
 
 __all__ = ["load_factory", "make_keys", "run_worker", "serve_broker", "worker_endpoint_for"]
 

@@ -23,15 +23,15 @@ import zmq
 import zmq.asyncio
 from numpy.typing import NDArray
 
-from scoring.service import wire
-from scoring.service.api import ScoreResult
-from scoring.service.errors import BAD_REQUEST, DEADLINE, TIMEOUT, ScoringError, WireError
-from scoring.service.security import KeyInput, load_public_key, secure_client
-from simulator.core.retry import RetryPolicy
+from duplexsim.core.retry import RetryPolicy
+from duplexsim.scoring.service import wire
+from duplexsim.scoring.service.api import ScoreResult
+from duplexsim.scoring.service.errors import BAD_REQUEST, DEADLINE, TIMEOUT, ScoringError, WireError
+from duplexsim.scoring.service.security import KeyInput, load_public_key, secure_client
 
 __all__ = ["DEFAULT_RETRY", "ScoringClient"]
 
-logger = logging.getLogger("scoring.service")
+logger = logging.getLogger("duplexsim.scoring.service")
 
 DEFAULT_RETRY = RetryPolicy(max_attempts=6, base_s=0.05, max_s=2.0)
 PROBE_TIMEOUT_S = 5.0  # a broker answers a probe at once; this is for a slow link

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scoring.service.errors import WireError
-from scoring.service.wire import VERSION
-from simulator.core import safejson
+from duplexsim.core import safejson
+from duplexsim.scoring.service.errors import WireError
+from duplexsim.scoring.service.wire import VERSION
 
 __all__ = [
     "Bye",

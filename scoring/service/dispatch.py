@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scoring.service import control, wire
-from scoring.service.errors import (
+from duplexsim.scoring.service import control, wire
+from duplexsim.scoring.service.errors import (
     BAD_REQUEST,
     BUSY,
     DEADLINE,
@@ -40,7 +40,7 @@ from scoring.service.errors import (
 
 __all__ = ["BrokerStats", "Dispatcher", "Send"]
 
-logger = logging.getLogger("scoring.service")
+logger = logging.getLogger("duplexsim.scoring.service")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Every failure the service reports travels as a reply with ``code``, ``error`` an
 
 from __future__ import annotations
 
-from simulator.core.errors import DuplexsimError
+from duplexsim.core.errors import DuplexsimError
 
 __all__ = [
     "BAD_REQUEST",

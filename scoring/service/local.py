@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.models.base import EmotionModel
-from scoring.service.api import ScoreResult, registry_factory
-from scoring.service.batch import Batch, Batcher, run_batch
-from scoring.service.errors import BAD_REQUEST, SCORER_FAILED, TIMEOUT, WireError
-from scoring.service.wire import Reply, Request, error_reply
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
+from duplexsim.scoring.models.base import EmotionModel
+from duplexsim.scoring.service.api import ScoreResult, registry_factory
+from duplexsim.scoring.service.batch import Batch, Batcher, run_batch
+from duplexsim.scoring.service.errors import BAD_REQUEST, SCORER_FAILED, TIMEOUT, WireError
+from duplexsim.scoring.service.wire import Reply, Request, error_reply
 
 __all__ = ["LocalScoring"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import zmq
 import zmq.auth
 
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
 
 __all__ = [
     "KeyInput",

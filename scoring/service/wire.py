@@ -18,7 +18,7 @@ A reply is three frames::
 
 ``precision`` is the numeric precision the worker's scorer computed at (``fp32``, ``bf16`` ...;
 null for a scorer without one); ``weights`` the digest of the weights it loaded and ``version``
-the version of its code (``simulator.core.provenance.ScorerIdentity``). They are optional: older
+the version of its code (``duplexsim.core.provenance.ScorerIdentity``). They are optional: older
 workers do not send them (read as null).
 
 The deadline is absolute unix time so it means the same on every machine (up to clock skew).
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.service.errors import RETRYABLE_CODES, WireError
-from simulator.core import safejson
+from duplexsim.core import safejson
+from duplexsim.scoring.service.errors import RETRYABLE_CODES, WireError
 
 __all__ = [
     "DEFAULT_MAX_AUDIO_S",

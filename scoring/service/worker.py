@@ -22,15 +22,15 @@ from typing import Any
 
 import zmq
 
-from scoring.models.base import EmotionModel
-from scoring.service import control, wire
-from scoring.service.batch import Batch, Batcher, run_batch
-from scoring.service.errors import BAD_REQUEST, UNKNOWN_SCORER, WireError
-from scoring.service.security import KeyInput, load_public_key, secure_client
+from duplexsim.scoring.models.base import EmotionModel
+from duplexsim.scoring.service import control, wire
+from duplexsim.scoring.service.batch import Batch, Batcher, run_batch
+from duplexsim.scoring.service.errors import BAD_REQUEST, UNKNOWN_SCORER, WireError
+from duplexsim.scoring.service.security import KeyInput, load_public_key, secure_client
 
 __all__ = ["ScoringWorker"]
 
-logger = logging.getLogger("scoring.service")
+logger = logging.getLogger("duplexsim.scoring.service")
 
 WorkItem = tuple[bytes, wire.Request]  # (broker token, decoded request)
 _ids = itertools.count()

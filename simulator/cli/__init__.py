@@ -10,8 +10,8 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from simulator import __version__
-from simulator.cli import (
+from duplexsim import __version__
+from duplexsim.cli import (
     benchmark_cmd,
     demo_cmd,
     export_cmd,
@@ -19,13 +19,13 @@ from simulator.cli import (
     replay_cmd,
     run_cmd,
     score_cmd,
-    scorer_cmd,
-    scoring_cmd,
+    scorer_weights_cmd,
+    scoring_service_cmd,
     serve_cmd,
     talk_cmd,
     view_cmd,
 )
-from simulator.core.errors import DuplexsimError
+from duplexsim.core.errors import DuplexsimError
 
 __all__ = ["build_parser", "main"]
 
@@ -40,8 +40,8 @@ _COMMANDS = (
     models_cmd,
     benchmark_cmd,
     serve_cmd,
-    scorer_cmd,
-    scoring_cmd,
+    scorer_weights_cmd,
+    scoring_service_cmd,
 )
 
 

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulator.cli.options import add_outside_paths_argument
-from simulator.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
-from simulator.core.benchmark import Benchmark, load_benchmark
-from simulator.core.emotions import EMOTIONS
-from simulator.core.errors import ConfigError
-from simulator.textable import render_table
+from duplexsim.cli.options import add_outside_paths_argument
+from duplexsim.cli.score_cmd import add_scorer_arguments, resolve_scorer_name
+from duplexsim.core.benchmark import Benchmark, load_benchmark
+from duplexsim.core.emotions import EMOTIONS
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.textable import render_table
 
 if TYPE_CHECKING:
-    from scoring.service.api import Scoring
-    from simulator.corpus import BuildOptions, BuildResult, Mirroring, ValidateOptions
+    from duplexsim.corpus import BuildOptions, BuildResult, Mirroring, ValidateOptions
+    from duplexsim.scoring.service.api import Scoring
 
 __all__ = ["register", "summarise"]
 
@@ -67,7 +67,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _import_fdb(args: argparse.Namespace) -> int:
-    from simulator.fdb import import_fdb
+    from duplexsim.export.fdb import import_fdb
 
     result = import_fdb(
         args.path,
@@ -223,10 +223,10 @@ def _add_scoring_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace, *, build: bool) -> BuildOptions | ValidateOptions:
-    from simulator.core.vad import VadConfig
-    from simulator.corpus import BuildOptions, ValidateOptions
-    from simulator.corpus.balance import BalanceConfig
-    from simulator.corpus.turns import TurnConfig
+    from duplexsim.core.vad import VadConfig
+    from duplexsim.corpus import BuildOptions, ValidateOptions
+    from duplexsim.corpus.balance import BalanceConfig
+    from duplexsim.corpus.turns import TurnConfig
 
     try:
         vad = VadConfig(kind=args.vad, aggressiveness=args.vad_aggressiveness)
@@ -266,8 +266,8 @@ def _options(args: argparse.Namespace, *, build: bool) -> BuildOptions | Validat
 
 
 def _open_scoring(args: argparse.Namespace) -> Scoring:
-    from scoring.service.api import open_scoring
-    from scoring.service.cli import load_factory
+    from duplexsim.scoring.service.api import open_scoring
+    from duplexsim.scoring.service.cli import load_factory
 
     return open_scoring(
         args.endpoint,
@@ -286,8 +286,8 @@ def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from simulator.corpus import BuildOptions, build_benchmark
-    from simulator.corpus.report import steps_table
+    from duplexsim.corpus import BuildOptions, build_benchmark
+    from duplexsim.corpus.report import steps_table
 
     opts = _options(args, build=True)
     assert isinstance(opts, BuildOptions)
@@ -328,8 +328,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from simulator.core.files import write_text_atomic
-    from simulator.corpus import ValidateOptions, validate_calls
+    from duplexsim.core.files import write_text_atomic
+    from duplexsim.corpus import ValidateOptions, validate_calls
 
     opts = _options(args, build=False)
     assert isinstance(opts, ValidateOptions)

@@ -12,27 +12,27 @@ import contextlib
 import time
 from pathlib import Path
 
-from simulator import eventloop
-from simulator.cli.options import (
+from duplexsim.cli.options import (
     add_outside_paths_argument,
     add_selection_arguments,
     select_samples,
 )
-from simulator.cli.run_cmd import add_session_arguments, run_options
-from simulator.cli.score_cmd import (
+from duplexsim.cli.run_cmd import add_session_arguments, run_options
+from duplexsim.cli.score_cmd import (
     add_scorer_arguments,
     report_runs,
     resolve_scorer_name,
     score_runs,
 )
-from simulator.core.benchmark import Benchmark, load_benchmark
-from simulator.core.provenance import run_label
-from simulator.demo_data import demo_benchmark
-from simulator.fakes import FakeModelProcess
-from simulator.profiles import ModelProfile
-from simulator.progress import Progress
-from simulator.runner import execute_run
-from simulator.summary import RunSummary, render_summaries, summarise_rows
+from duplexsim.core.benchmark import Benchmark, load_benchmark
+from duplexsim.core.provenance import run_label
+from duplexsim.profiles.profile import ModelProfile
+from duplexsim.run.demo_data import demo_benchmark
+from duplexsim.run.fakes import FakeModelProcess
+from duplexsim.run.progress import Progress
+from duplexsim.run.runner import execute_run
+from duplexsim.run.summary import RunSummary, render_summaries, summarise_rows
+from duplexsim.session import eventloop
 
 __all__ = ["register"]
 
@@ -87,7 +87,7 @@ def _demo(args: argparse.Namespace) -> int:
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)
-        from simulator.report.write import PLOTS_MISSING
+        from duplexsim.report.write import PLOTS_MISSING
 
         plots = "the PNG plots" if "png_emotion" in paths else "no PNG plots"
         print(

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _samples(args: argparse.Namespace) -> int:
-    from simulator.export import sample_records, write_records
+    from duplexsim.export.samples import sample_records, write_records
 
     records = sample_records(args.run_dir)
     if args.out is None:
@@ -54,7 +54,7 @@ def _samples(args: argparse.Namespace) -> int:
 
 
 def _fdb(args: argparse.Namespace) -> int:
-    from simulator.fdb import export_fdb
+    from duplexsim.export.fdb import export_fdb
 
     result = export_fdb(args.run_dir, args.out)
     print(f"{result.written} sessions written to {args.out} (<id>/input.wav, <id>/output.wav)")

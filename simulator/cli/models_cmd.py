@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from simulator import eventloop
-from simulator.core.errors import ConfigError
-from simulator.profiles import ModelProfile, builtin_profiles, load_profile, resolve_model
-from simulator.textable import render_table
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.textable import render_table
+from duplexsim.profiles.profile import ModelProfile, builtin_profiles, load_profile, resolve_model
+from duplexsim.session import eventloop
 
 __all__ = ["register"]
 
@@ -47,14 +47,14 @@ def _list(args: argparse.Namespace) -> int:
         "\nalso: fake:BEHAVIOUR[@PROTOCOL] for a local reference model, a ws:// URL of a "
         "pcm-ws server, or a path to your own profile.toml"
     )
-    from clients.registry import client_protocols
+    from duplexsim.clients.registry import client_protocols
 
     print(f"protocols (built in and installed plugins): {', '.join(client_protocols())}")
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    from simulator.models_check import check_model
+    from duplexsim.live.models_check import check_model
 
     profiles = [resolve_model(name) for name in args.names] or _configured()
     if not profiles:

@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
 
 __all__ = [
     "add_model_option_argument",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator import eventloop
-from simulator.replay import render_replay, replay_run
+from duplexsim.replay.sessions import render_replay, replay_run
+from duplexsim.session import eventloop
 
 __all__ = ["register"]
 

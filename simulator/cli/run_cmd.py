@@ -7,27 +7,27 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from simulator import eventloop
-from simulator.cli.options import (
+from duplexsim.cli.options import (
     add_model_option_argument,
     add_outside_paths_argument,
     add_selection_arguments,
     model_options,
     select_samples,
 )
-from simulator.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
-from simulator.core.benchmark import Benchmark, load_benchmark
-from simulator.core.errors import ConfigError
-from simulator.core.provenance import run_label
-from simulator.core.retry import RetryPolicy
-from simulator.core.timing import TimingBudget
-from simulator.core.turns import TurnSettings
-from simulator.core.vad import VadConfig
-from simulator.profiles import ModelProfile, resolve_model
-from simulator.runner import RunOptions, default_run_id, execute_run, parse_shard
-from simulator.session import SessionSettings
-from simulator.store import ResultRow
-from simulator.summary import render_summaries, summarise_rows
+from duplexsim.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
+from duplexsim.core.benchmark import Benchmark, load_benchmark
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.provenance import run_label
+from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.timing import TimingBudget
+from duplexsim.core.turns import TurnSettings
+from duplexsim.core.vad import VadConfig
+from duplexsim.profiles.profile import ModelProfile, resolve_model
+from duplexsim.run.runner import RunOptions, default_run_id, execute_run, parse_shard
+from duplexsim.run.store import ResultRow
+from duplexsim.run.summary import render_summaries, summarise_rows
+from duplexsim.session import eventloop
+from duplexsim.session.engine import SessionSettings
 
 __all__ = ["add_session_arguments", "register", "session_settings", "with_overrides"]
 
@@ -197,7 +197,7 @@ def with_overrides(profile: ModelProfile, args: argparse.Namespace) -> ModelProf
 def _run_monitored(
     bench: Benchmark, profile: ModelProfile, opts: RunOptions, args: argparse.Namespace
 ) -> list[ResultRow]:
-    from simulator.audio_io import Player, open_output
+    from duplexsim.live.audio_io import Player, open_output
 
     audio = audio_options(args)
     player = Player(open_output(audio, audio.rate), latency_s=audio.latency_ms / 1000)

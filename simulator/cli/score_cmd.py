@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from scoring.models.precision import PRECISIONS
-from scoring.models.weights import DOWNLOADABLE
-from simulator.cli.options import add_selection_arguments, deprecated_alias, select_samples
-from simulator.core.errors import ConfigError
-from simulator.scoring_run import score_run
+from duplexsim.cli.options import add_selection_arguments, deprecated_alias, select_samples
+from duplexsim.core.errors import ConfigError
+from duplexsim.runscores.score import score_run
+from duplexsim.scoring.models.precision import PRECISIONS
+from duplexsim.scoring.models.weights import DOWNLOADABLE
 
 __all__ = ["register", "report_runs", "score_runs"]
 
@@ -84,7 +84,7 @@ AUTO_NEURAL = "empathic-insight-voice-small"  # used without flags once installe
 
 
 def _installed(name: str) -> Path | None:
-    from scoring.models.weights import installed_scorer
+    from duplexsim.scoring.models.weights import installed_scorer
 
     return installed_scorer(name)
 
@@ -94,7 +94,7 @@ def _neural_ready() -> bool:
     or in the Hugging Face cache with torch and transformers there to run it."""
     if _installed(AUTO_NEURAL):
         return True
-    from scoring.models.weights import in_hf_cache
+    from duplexsim.scoring.models.weights import in_hf_cache
 
     runnable = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
     return runnable and in_hf_cache(AUTO_NEURAL)
@@ -103,7 +103,7 @@ def _neural_ready() -> bool:
 def resolve_scorer_name(args: argparse.Namespace) -> str:
     """The scorer's name; ConfigError if ``--precision`` does not fit it, ``--endpoint`` or
     ``--factory`` (benchmark commands)."""
-    from scoring.models import check_precision, is_known_scorer, scorer_names
+    from duplexsim.scoring.models import check_precision, is_known_scorer, scorer_names
 
     name = AUTO_NEURAL if args.model_path or _neural_ready() else "prosody"
     if args.scorer != AUTO:
@@ -129,8 +129,8 @@ def resolve_scorer_name(args: argparse.Namespace) -> str:
 
 async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tuple[str, int]:
     """What was scored, one line per run, and how many clips stayed unscored."""
-    from scoring.service.api import open_scoring
-    from scoring.service.client import ScoringClient
+    from duplexsim.scoring.service.api import open_scoring
+    from duplexsim.scoring.service.client import ScoringClient
 
     name = resolve_scorer_name(args)
     scoring = open_scoring(
@@ -177,7 +177,7 @@ def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
     patterns, limit = getattr(args, "sample", []), getattr(args, "limit", None)
     if not patterns and limit is None:
         return None
-    from simulator.store import read_results
+    from duplexsim.run.store import read_results
 
     _, rows = read_results(run_dir)
     return set(select_samples([r.sample_id for r in rows], patterns, limit))
@@ -202,9 +202,9 @@ def _check_runs(run_dirs: Sequence[Path]) -> None:
 def report_runs(
     run_dirs: Sequence[Path], scorer: str | None, out: Path, seed: int
 ) -> tuple[str, dict[str, Path]]:
-    from simulator.report.data import build_report
-    from simulator.report.tables import terminal_report
-    from simulator.report.write import write_report
+    from duplexsim.report.data import build_report
+    from duplexsim.report.tables import terminal_report
+    from duplexsim.report.write import write_report
 
     reports = [build_report(d, scorer, seed=seed) for d in run_dirs]
     return terminal_report(reports), write_report(reports, out)
@@ -217,7 +217,7 @@ def _report(args: argparse.Namespace) -> int:
     print(text)
     print("\nreport: " + ", ".join(str(p) for p in paths.values()))
     if "png_emotion" not in paths:
-        from simulator.report.write import PLOTS_MISSING
+        from duplexsim.report.write import PLOTS_MISSING
 
         print(PLOTS_MISSING)
     return 0

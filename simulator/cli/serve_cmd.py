@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulator import eventloop
-from simulator.core.audio import read_audio
-from simulator.core.errors import ConfigError
-from simulator.lifeline import watch_owner_from_env
-from simulator.stalls import stall_line
+from duplexsim.core.audio import read_audio
+from duplexsim.core.errors import ConfigError
+from duplexsim.run.lifeline import watch_owner_from_env
+from duplexsim.session import eventloop
+from duplexsim.session.stalls import stall_line
 
 __all__ = ["register", "serve"]
 
@@ -95,7 +95,7 @@ def behaviour_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fault_settings(args: argparse.Namespace) -> Any:
-    from clients.faults import Faults
+    from duplexsim.clients.fakekit.faults import Faults
 
     return Faults(
         refuse_status=args.refuse,
@@ -109,7 +109,7 @@ def fault_settings(args: argparse.Namespace) -> Any:
 
 
 def _demo_utterance() -> Path | None:
-    from simulator.demo_data import demo_utterance
+    from duplexsim.run.demo_data import demo_utterance
 
     try:
         path = demo_utterance()
@@ -170,7 +170,7 @@ async def serve(
     tls: ssl.SSLContext | None = None,
     report_stalls: bool = False,
 ) -> None:
-    from clients.registry import fake_server_factory
+    from duplexsim.clients.registry import fake_server_factory
 
     factory = make_factory(behaviour, params, utterance)
     start = fake_server_factory(protocol)
@@ -204,7 +204,7 @@ STALL_REPORT_S = 0.05  # how often the stalls go out: long before a session's en
 
 
 async def _report_stalls() -> None:
-    """This loop's stalls, as lines on stdout (``simulator.stalls.stall_line``), every
+    """This loop's stalls, as lines on stdout (``duplexsim.session.stalls.stall_line``), every
     ``STALL_REPORT_S``: a co-located run checks its sessions' latency windows against them."""
     log = eventloop.stall_log()
     if log is None:
@@ -221,8 +221,8 @@ async def _report_stalls() -> None:
 
 def make_factory(behaviour: str, params: dict[str, Any], utterance: Path | None) -> Any:
     """sample rate -> fresh behaviour; a spoken utterance is resampled once per rate."""
-    from clients.behaviours import behaviour_factory, make_behaviour
-    from simulator.core.audio import resample
+    from duplexsim.clients.fakekit.behaviours import behaviour_factory, make_behaviour
+    from duplexsim.core.audio import resample
 
     if utterance is None or behaviour not in ("neutral", "barge-in"):
         return behaviour_factory(behaviour, **params)

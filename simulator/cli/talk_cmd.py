@@ -12,10 +12,10 @@ import time
 from argparse import SUPPRESS
 from pathlib import Path
 
-from simulator import eventloop
-from simulator.audio_io.base import AudioOptions
-from simulator.cli.options import add_model_option_argument, deprecated_alias
-from simulator.core.errors import ConfigError
+from duplexsim.cli.options import add_model_option_argument, deprecated_alias
+from duplexsim.core.errors import ConfigError
+from duplexsim.live.audio_io.base import AudioOptions
+from duplexsim.session import eventloop
 
 __all__ = ["add_audio_arguments", "add_stall_argument", "audio_options", "register"]
 
@@ -111,9 +111,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _talk(args: argparse.Namespace) -> int:
-    from simulator.cli.run_cmd import session_settings, with_overrides
-    from simulator.profiles import resolve_model
-    from simulator.talk import TalkOptions, talk
+    from duplexsim.cli.run_cmd import session_settings, with_overrides
+    from duplexsim.live.talk import TalkOptions, talk
+    from duplexsim.profiles.profile import resolve_model
 
     profile = with_overrides(resolve_model(args.model), args)
     if args.frame_ms is not None and not 0 < args.frame_ms <= 1000:

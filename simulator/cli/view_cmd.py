@@ -8,7 +8,7 @@ from pathlib import Path
 
 __all__ = ["register"]
 
-DEFAULT_MAX_EMBED_S = 600.0  # as simulator.viewer.write, without importing the viewer here
+DEFAULT_MAX_EMBED_S = 600.0  # as duplexsim.viewer.write, without importing the viewer here
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +46,7 @@ def _seconds(text: str) -> float:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from simulator.viewer import write_view
+    from duplexsim.viewer import write_view
 
     path = write_view(
         args.run_dir,

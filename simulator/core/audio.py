@@ -19,8 +19,8 @@ import numpy.typing as npt
 import soundfile as sf
 import soxr
 
-from simulator.core.errors import AudioFileError, StorageError
-from simulator.core.files import write_bytes_atomic
+from duplexsim.core.errors import AudioFileError, StorageError
+from duplexsim.core.files import write_bytes_atomic
 
 __all__ = [
     "DEFAULT_MAX_DURATION_S",

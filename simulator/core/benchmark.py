@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from simulator.core import safejson
-from simulator.core.audio import AudioInfo, audio_info, read_audio
-from simulator.core.emotions import EMOTION_NAMES, suggest_emotion
-from simulator.core.errors import AudioFileError, BenchmarkError, Problem
-from simulator.core.names import NAME
+from duplexsim.core import safejson
+from duplexsim.core.audio import AudioInfo, audio_info, read_audio
+from duplexsim.core.emotions import EMOTION_NAMES, suggest_emotion
+from duplexsim.core.errors import AudioFileError, BenchmarkError, Problem
+from duplexsim.core.names import NAME
 
 __all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
 

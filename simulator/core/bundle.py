@@ -26,8 +26,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.audio import resample, write_audio
-from simulator.core.errors import ConfigError, StorageError
+from duplexsim.core.audio import resample, write_audio
+from duplexsim.core.errors import ConfigError, StorageError
 
 __all__ = [
     "BUNDLE_VERSION",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
 
 __all__ = ["EXTRA_OF", "MissingExtra", "missing_extra", "require"]
 

@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from simulator.core.errors import StorageError
+from duplexsim.core.errors import StorageError
 
 __all__ = ["temp_beside", "write_bytes_atomic", "write_text_atomic"]
 

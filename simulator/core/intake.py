@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.core.errors import ProtocolError
+from duplexsim.core.errors import ProtocolError
 
 __all__ = ["AHEAD_MARGIN_S", "MESSAGE_BURST", "MESSAGE_RATE", "TEXT_BUDGET", "Intake"]
 

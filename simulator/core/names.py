@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from simulator.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError
 
 __all__ = ["NAME", "NAME_HINT", "check_name", "is_name"]
 

@@ -20,8 +20,8 @@ import importlib
 import sys
 from importlib import metadata
 
-from simulator.core.errors import ConfigError
-from simulator.core.extras import missing_extra
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.extras import missing_extra
 
 __all__ = ["PROTOCOLS_GROUP", "SCORERS_GROUP", "is_object_name", "load_object", "plugin_names"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.vad import VadConfig, frame_flags, refine_bounds, speech_bounds
+from duplexsim.core.vad import VadConfig, frame_flags, refine_bounds, speech_bounds
 
 __all__ = [
     "LatencyWindow",

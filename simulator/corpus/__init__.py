@@ -1,8 +1,8 @@
 """Building MIRRORING-style benchmarks from two-speaker call recordings, and the mirroring
 validation analysis (docs/benchmark-build.md)."""
 
-from simulator.corpus.builder import BuildOptions, BuildResult, build_benchmark
-from simulator.corpus.validate import Mirroring, ValidateOptions, validate_calls
+from duplexsim.corpus.builder import BuildOptions, BuildResult, build_benchmark
+from duplexsim.corpus.validate import Mirroring, ValidateOptions, validate_calls
 
 __all__ = [
     "BuildOptions",

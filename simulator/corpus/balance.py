@@ -1,7 +1,7 @@
 """Balancing: cap the most over-represented emotions, as MIRRORING did (the top 4 at 150 each).
 
 Pure and seeded. Emotions are ranked by their number of pairs, most first; ties go to the
-emotion that comes first in the canonical order (``simulator.core.emotions.EMOTIONS``). Each of
+emotion that comes first in the canonical order (``duplexsim.core.emotions.EMOTIONS``). Each of
 the ``top`` first-ranked emotions with more than ``cap`` pairs keeps ``cap`` of them, drawn
 without replacement by a generator seeded with ``(seed, emotion index)``: an emotion's draw
 depends only on the seed and its own pairs. Kept indices come back in their input order.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.core.emotions import EMOTION_NAMES, emotion_index
+from duplexsim.core.emotions import EMOTION_NAMES, emotion_index
 
 __all__ = ["Balance", "BalanceConfig", "balance", "rank_emotions"]
 

@@ -35,20 +35,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from scoring.service.api import Scoring
-from simulator.core.audio import write_audio
-from simulator.core.benchmark import MANIFEST_NAME
-from simulator.core.emotions import EMOTION_NAMES
-from simulator.core.errors import ConfigError
-from simulator.core.files import write_text_atomic
-from simulator.core.vad import VadConfig
-from simulator.corpus.balance import Balance, BalanceConfig, balance
-from simulator.corpus.calls import CallSpec, load_call, read_listings
-from simulator.corpus.clips import FloatArray, analyse, context_mix, turn_clip
-from simulator.corpus.report import render_markdown
-from simulator.corpus.turn_scores import TurnScore, score_clips
-from simulator.corpus.turns import Pair, TurnConfig, candidate_pairs, context_start
-from simulator.score_cache import manifest_key
+from duplexsim.core.audio import write_audio
+from duplexsim.core.benchmark import MANIFEST_NAME
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.files import write_text_atomic
+from duplexsim.core.vad import VadConfig
+from duplexsim.corpus.balance import Balance, BalanceConfig, balance
+from duplexsim.corpus.calls import CallSpec, load_call, read_listings
+from duplexsim.corpus.clips import FloatArray, analyse, context_mix, turn_clip
+from duplexsim.corpus.report import render_markdown
+from duplexsim.corpus.turn_scores import TurnScore, score_clips
+from duplexsim.corpus.turns import Pair, TurnConfig, candidate_pairs, context_start
+from duplexsim.runscores.cache import manifest_key
+from duplexsim.scoring.service.api import Scoring
 
 __all__ = [
     "REPORT_JSON",

@@ -22,10 +22,10 @@ import numpy as np
 import soundfile as sf
 from numpy.typing import NDArray
 
-from simulator.core import safejson
-from simulator.core.audio import AudioInfo, audio_info, read_audio, resample
-from simulator.core.benchmark import _LANGUAGE
-from simulator.core.errors import AudioFileError, InputError, Problem
+from duplexsim.core import safejson
+from duplexsim.core.audio import AudioInfo, audio_info, read_audio, resample
+from duplexsim.core.benchmark import _LANGUAGE
+from duplexsim.core.errors import AudioFileError, InputError, Problem
 
 __all__ = [
     "COLUMNS",

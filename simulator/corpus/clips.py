@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.vad import VadConfig, frame_flags
-from simulator.corpus.turn_scores import as_written
-from simulator.corpus.turns import Conversation, Turn, TurnConfig, conversation
+from duplexsim.core.vad import VadConfig, frame_flags
+from duplexsim.corpus.turn_scores import as_written
+from duplexsim.corpus.turns import Conversation, Turn, TurnConfig, conversation
 
 __all__ = ["PEAK", "RATE", "analyse", "context_mix", "turn_clip"]
 
@@ -26,7 +26,7 @@ FloatArray = NDArray[np.float32]
 
 
 def analyse(channels: FloatArray, cfg: TurnConfig, vad: VadConfig) -> Conversation:
-    """VAD on each channel, then the conversation (``simulator.corpus.turns``)."""
+    """VAD on each channel, then the conversation (``duplexsim.corpus.turns``)."""
     if channels.ndim != 2 or channels.shape[0] != 2:
         raise ValueError(f"expected (2, frames) samples, got {channels.shape}")
     flags = [frame_flags(channels[k], RATE, vad) for k in range(2)]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simulator.textable import render_table
+from duplexsim.core.textable import render_table
 
 __all__ = ["STEP_LABELS", "render_markdown", "steps_table"]
 

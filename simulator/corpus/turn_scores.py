@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.models.base import emotion_matrix
-from scoring.service.api import Scoring
-from simulator.core.audio import float_to_pcm16, pcm16_to_float
-from simulator.core.emotions import EMOTION_NAMES
-from simulator.core.errors import ConfigError
-from simulator.core.provenance import ScorerIdentity
-from simulator.scoring_run import BATCH
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.provenance import ScorerIdentity
+from duplexsim.runscores.score import BATCH
+from duplexsim.scoring.models.base import emotion_matrix
+from duplexsim.scoring.service.api import Scoring
 
 __all__ = ["DEADLINE_S", "TurnScore", "as_written", "dominant", "score_clips"]
 

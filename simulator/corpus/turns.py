@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.vad import Segment, segments
+from duplexsim.core.vad import Segment, segments
 
 __all__ = [
     "Conversation",

@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from scoring.metrics import expected_match_rate, shuffled_match_counts
-from scoring.service.api import Scoring
-from simulator.core.emotions import EMOTION_NAMES, emotion_index
-from simulator.core.vad import VadConfig
-from simulator.corpus.calls import load_call, read_listings
-from simulator.corpus.clips import analyse, turn_clip
-from simulator.corpus.turn_scores import score_clips
-from simulator.corpus.turns import Pair, TurnConfig, adjacent_pairs
+from duplexsim.core.emotions import EMOTION_NAMES, emotion_index
+from duplexsim.core.vad import VadConfig
+from duplexsim.corpus.calls import load_call, read_listings
+from duplexsim.corpus.clips import analyse, turn_clip
+from duplexsim.corpus.turn_scores import score_clips
+from duplexsim.corpus.turns import Pair, TurnConfig, adjacent_pairs
+from duplexsim.scoring.metrics import expected_match_rate, shuffled_match_counts
+from duplexsim.scoring.service.api import Scoring
 
 __all__ = ["Mirroring", "ValidateOptions", "mirroring_statistics", "validate_calls"]
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
-from scoring.models.base import MIN_CLIP_S
-from simulator.core.errors import ConfigError
-from simulator.core.provenance import BenchmarkId, ScorerIdentity, model_label
-from simulator.core.takeover import TaskTiming, TimedSample, task_timings
-from simulator.score_cache import ScoreCache, cache_path
-from simulator.store import ResultRow, read_results
-from simulator.summary import RunSummary, summarise_rows
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
+from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
+from duplexsim.run.store import ResultRow, read_results
+from duplexsim.run.summary import RunSummary, summarise_rows
+from duplexsim.runscores.cache import ScoreCache, cache_path
+from duplexsim.scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
+from duplexsim.scoring.models.base import MIN_CLIP_S
 
 __all__ = ["NO_SCORER", "RunReport", "available_scorers", "build_report", "sample_scores"]
 
@@ -106,7 +106,7 @@ def sample_scores(
 
     A run's replies are one speaker's clips and the references another's: a scorer that judges a
     voice against its own register (``speaker_normalise``) sees each group whole."""
-    from scoring.models import speaker_normaliser
+    from duplexsim.scoring.models import speaker_normaliser
 
     normalise = speaker_normaliser(cache.scorer)
     scored = [r for r in rows if r.emotion]  # no reference (a ``talk`` session): timing only

@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.core.provenance import BenchmarkId, ScorerIdentity
-from simulator.report.data import NO_SCORER, RunReport
+from duplexsim.core.provenance import BenchmarkId, ScorerIdentity
+from duplexsim.report.data import NO_SCORER, RunReport
 
 __all__ = ["LEGEND", "Group", "group_reports", "ranked", "separate_note"]
 

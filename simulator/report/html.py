@@ -7,9 +7,9 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from simulator.report.data import RunReport
-from simulator.report.groups import LEGEND, Group, group_reports, separate_note
-from simulator.report.tables import (
+from duplexsim.report.data import RunReport
+from duplexsim.report.groups import LEGEND, Group, group_reports, separate_note
+from duplexsim.report.tables import (
     HEADERS,
     TASK_HEADERS,
     TASK_NOTE,

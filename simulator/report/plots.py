@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from simulator.core.emotions import EMOTIONS
-from simulator.core.extras import require
-from simulator.report.data import RunReport
-from simulator.report.groups import Group
+from duplexsim.core.emotions import EMOTIONS
+from duplexsim.core.extras import require
+from duplexsim.report.data import RunReport
+from duplexsim.report.groups import Group
 
 __all__ = ["emotion_bars", "language_heatmap"]
 

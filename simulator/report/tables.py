@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from simulator.core.emotions import EMOTIONS
-from simulator.report.data import NO_SCORER, RunReport
-from simulator.report.groups import LEGEND, Group, group_reports, ranked, separate_note
-from simulator.textable import render_table
+from duplexsim.core.emotions import EMOTIONS
+from duplexsim.core.textable import render_table
+from duplexsim.report.data import NO_SCORER, RunReport
+from duplexsim.report.groups import LEGEND, Group, group_reports, ranked, separate_note
 
 __all__ = [
     "NOT_COMPARABLE",

@@ -6,13 +6,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from simulator.core.extras import MissingExtra
-from simulator.core.files import write_text_atomic
-from simulator.report.data import RunReport
-from simulator.report.groups import LEGEND, Group, group_reports, separate_note
-from simulator.report.html import html_report
-from simulator.report.plots import emotion_bars, language_heatmap
-from simulator.report.tables import group_notes, markdown_report
+from duplexsim.core.extras import MissingExtra
+from duplexsim.core.files import write_text_atomic
+from duplexsim.report.data import RunReport
+from duplexsim.report.groups import LEGEND, Group, group_reports, separate_note
+from duplexsim.report.html import html_report
+from duplexsim.report.plots import emotion_bars, language_heatmap
+from duplexsim.report.tables import group_notes, markdown_report
 
 __all__ = ["PLOTS_MISSING", "write_report"]
 

@@ -1,7 +1,7 @@
 """What the viewer shows, gathered from a run directory into typed values.
 
 A run: its result rows and, when it has been scored, the report's metrics and each sample's 12
-emotion scores (joined by ``simulator.report.data``, never recomputed here). A session: its row,
+emotion scores (joined by ``duplexsim.report.data``, never recomputed here). A session: its row,
 its bundle's settings, both tracks at 16 kHz with their voice activity, the protocol events, and the
 traffic in both directions. Whatever is missing or unreadable (a bundle, a track, an event line, a
 setting that is not a finite number where one belongs) is noted and left out, so a failed session
@@ -21,9 +21,8 @@ import numpy as np
 import soundfile as sf
 from numpy.typing import NDArray
 
-from scoring.metrics import top_emotions
-from simulator.core.audio import read_audio
-from simulator.core.bundle import (
+from duplexsim.core.audio import read_audio
+from duplexsim.core.bundle import (
     EVENTS,
     INPUT,
     META,
@@ -33,16 +32,17 @@ from simulator.core.bundle import (
     read_events,
     read_meta_json,
 )
-from simulator.core.emotions import EMOTION_NAMES
-from simulator.core.errors import ConfigError, InputError
-from simulator.core.provenance import model_label
-from simulator.core.timing import speech_end
-from simulator.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
-from simulator.report.data import RunReport, available_scorers, build_report, sample_scores
-from simulator.score_cache import ScoreCache, cache_path
-from simulator.store import MEASURES, ResultRow, read_results
-from simulator.viewer.envelope import Envelope, density, envelope
-from simulator.viewer.layout import page_names
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.provenance import model_label
+from duplexsim.core.timing import speech_end
+from duplexsim.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
+from duplexsim.report.data import RunReport, available_scorers, build_report, sample_scores
+from duplexsim.run.store import MEASURES, ResultRow, read_results
+from duplexsim.runscores.cache import ScoreCache, cache_path
+from duplexsim.scoring.metrics import top_emotions
+from duplexsim.viewer.envelope import Envelope, density, envelope
+from duplexsim.viewer.layout import page_names
 
 __all__ = [
     "AUDIO_RATE",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.audio import float_to_pcm16
+from duplexsim.core.audio import float_to_pcm16
 
 __all__ = ["mix", "script_json", "wav_bytes", "wav_data_uri"]
 

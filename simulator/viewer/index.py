@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Container
 
-from simulator.store import ResultRow
-from simulator.viewer.data import RunView
-from simulator.viewer.layout import (
+from duplexsim.run.store import ResultRow
+from duplexsim.viewer.data import RunView
+from duplexsim.viewer.layout import (
     badge,
     document,
     esc,
@@ -15,7 +15,7 @@ from simulator.viewer.layout import (
     match_text,
     scorer_notice,
 )
-from simulator.viewer.scripts import INDEX_JS
+from duplexsim.viewer.scripts import INDEX_JS
 
 __all__ = ["index_page"]
 

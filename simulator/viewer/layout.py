@@ -9,9 +9,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from simulator.report.data import RunReport
-from simulator.report.tables import NOT_COMPARABLE
-from simulator.viewer.style import STYLE
+from duplexsim.report.data import RunReport
+from duplexsim.report.tables import NOT_COMPARABLE
+from duplexsim.viewer.style import STYLE
 
 __all__ = [
     "badge",

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.core.emotions import EMOTIONS
-from simulator.store import ResultRow
-from simulator.viewer.data import (
+from duplexsim.core.emotions import EMOTIONS
+from duplexsim.run.store import ResultRow
+from duplexsim.viewer.data import (
     AUDIO_FILES,
     AUDIO_RATE,
     EmotionScores,
@@ -24,9 +24,9 @@ from simulator.viewer.data import (
     SessionView,
     Track,
 )
-from simulator.viewer.embed import mix, script_json, wav_data_uri
-from simulator.viewer.envelope import LEVELS
-from simulator.viewer.layout import (
+from duplexsim.viewer.embed import mix, script_json, wav_data_uri
+from duplexsim.viewer.envelope import LEVELS
+from duplexsim.viewer.layout import (
     badge,
     document,
     esc,
@@ -36,7 +36,7 @@ from simulator.viewer.layout import (
     match_text,
     scorer_notice,
 )
-from simulator.viewer.scripts import SESSION_JS
+from duplexsim.viewer.scripts import SESSION_JS
 
 __all__ = ["failure_page", "session_page"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from simulator.core.files import write_text_atomic
-from simulator.viewer.data import RunView, load_run, load_session
-from simulator.viewer.index import index_page
-from simulator.viewer.layout import GENERATOR
-from simulator.viewer.page import failure_page, session_page
+from duplexsim.core.files import write_text_atomic
+from duplexsim.viewer.data import RunView, load_run, load_session
+from duplexsim.viewer.index import index_page
+from duplexsim.viewer.layout import GENERATOR
+from duplexsim.viewer.page import failure_page, session_page
 
 __all__ = ["DEFAULT_MAX_EMBED_S", "SESSIONS_DIR", "write_view"]
 

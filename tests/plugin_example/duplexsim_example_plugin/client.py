@@ -10,8 +10,8 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from clients.base import AudioOut, Capabilities, ClientConfig, ClientEvent, DuplexClient
-from simulator.core.errors import ConnectError, ProtocolError
+from duplexsim.clients.base import AudioOut, Capabilities, ClientConfig, ClientEvent, DuplexClient
+from duplexsim.core.errors import ConnectError, ProtocolError
 
 __all__ = ["RawPcmClient"]
 

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.models.base import EmotionModel
-from simulator.core.emotions import HEAD_NAMES
+from duplexsim.core.emotions import HEAD_NAMES
+from duplexsim.scoring.models.base import EmotionModel
 
 __all__ = ["LoudnessScorer"]
 

@@ -1,0 +1,226 @@
+"""The Behaviour base class: media-time turn tracking and reply rendering, shared by every kind.
+
+Turns are tracked with webrtcvad: speech starts after ``min_speech_ms`` of voiced frames; the turn
+ends after ``hangover_s`` without speech. E, the turn's end, is the refined end of its last voiced
+frame (``speech_bounds``), exact to the sample. Every audio window handed to ``speech_bounds`` is
+bounded by VAD frame edges, never by chunk edges, so results do not depend on how input is chunked.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from duplexsim.core.vad import StreamingVad, VadConfig, speech_bounds
+
+__all__ = ["Behaviour", "FloatArray", "Step", "UserTurn"]
+
+FloatArray = NDArray[np.float32]
+PREROLL_S = 0.3  # audio kept before a turn's first voiced frame, so its onset can be refined
+
+
+@dataclass(frozen=True)
+class Step:
+    audio: FloatArray  # the model's output for the same media interval as the input chunk
+    speech_started: bool = False  # the user's speech began (was detected) in this interval
+    speech_stopped: bool = False  # the user's turn end was decided in this interval
+    reply_started: bool = False
+    reply_done: bool = False  # the reply's last sample is in this interval (end of turn)
+    silent: bool = False  # nothing is playing: ``audio`` is all zeros
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """One user turn, in samples from the start of the input."""
+
+    rate: int
+    onset: int  # refined first voiced sample
+    end: int  # E: refined end of the last voiced frame (exclusive)
+    decided: int  # where the turn end was decided (end of the hangover)
+
+    @property
+    def end_s(self) -> float:
+        return self.end / self.rate
+
+
+class _History:
+    """The recent input, addressed by absolute sample index, trimmed from the front."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[tuple[int, FloatArray]] = deque()
+
+    def append(self, start: int, x: FloatArray) -> None:
+        if x.size:
+            self._chunks.append((start, x))
+
+    def slice(self, lo: int, hi: int) -> FloatArray:
+        parts = [x[max(lo - s, 0) : hi - s] for s, x in self._chunks if s < hi and s + x.size > lo]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+    def discard_before(self, index: int) -> None:
+        while self._chunks and self._chunks[0][0] + self._chunks[0][1].size <= index:
+            self._chunks.popleft()
+
+
+@dataclass(frozen=True)
+class _Edge:
+    started: bool  # True: speech began; False: the turn ended
+    frame: int  # first voiced frame of the run (start) or last voiced frame (end)
+    at_frame: int  # the frame in which this was decided
+
+
+class _TurnTracker:
+    """Turn edges from streaming VAD frames; the same input gives the same edges however chunked."""
+
+    def __init__(self, rate: int, cfg: VadConfig, hangover_s: float) -> None:
+        self._vad = StreamingVad(rate, cfg)
+        self._min_run = max(1, -(-cfg.min_speech_ms // cfg.frame_ms))
+        self._hangover = max(1, math.ceil(hangover_s / cfg.frame_s - 1e-9))
+        self._run = 0
+        self._last = -1
+        self.speaking = False
+
+    def push(self, x: FloatArray) -> list[_Edge]:
+        first = self._vad.frames_done
+        flags = self._vad.push(x)
+        edges = (self._step(k, bool(v)) for k, v in enumerate(flags, start=first))
+        return [e for e in edges if e is not None]
+
+    def _step(self, k: int, voiced: bool) -> _Edge | None:
+        if voiced:
+            self._run += 1
+            self._last = k
+            if not self.speaking and self._run >= self._min_run:
+                self.speaking = True
+                return _Edge(True, k - self._run + 1, k)
+            return None
+        self._run = 0
+        if self.speaking and k - self._last >= self._hangover:
+            self.speaking = False
+            return _Edge(False, self._last, k)
+        return None
+
+
+class Behaviour(ABC):
+    """Input audio in, output audio for the same media interval out; subclasses decide replies."""
+
+    name: ClassVar[str]
+
+    def __init__(
+        self, sample_rate: int, *, hangover_s: float = 0.6, vad: VadConfig | None = None
+    ) -> None:
+        if sample_rate <= 0 or hangover_s <= 0:
+            raise ValueError("sample_rate and hangover_s must be positive")
+        self.rate = sample_rate
+        self.hangover_s = hangover_s
+        # the user's turns come from clean input: edges found on a window as short as the
+        # preroll, which the steady-noise rule (it waits for a run's levels to spread) would miss
+        self._cfg = vad or VadConfig(min_spread_db=0.0)
+        self._tracker = _TurnTracker(sample_rate, self._cfg, hangover_s)
+        self._history = _History()
+        self._pos = 0
+        self._turn_begin = 0  # first sample of the current turn's audio window
+        self._floor_frame = 0  # a turn's window never reaches back into the previous turn
+        self._onset = 0
+        self._reply: tuple[int, FloatArray] | None = None
+        self.turns: list[UserTurn] = []
+
+    @property
+    def scheduled_reply(self) -> tuple[int, FloatArray] | None:
+        """The reply being played: (first input sample, audio), or None."""
+        return self._reply
+
+    @property
+    def replying(self) -> bool:
+        return self._reply is not None
+
+    def interrupt(self) -> None:
+        """The server stopped the reply (the user talked over it, or the client cancelled it):
+        the model is silent again, so the turn under way gets a reply of its own."""
+        self._reply = None
+
+    def push(self, samples: NDArray[Any]) -> Step:
+        x = np.array(samples, dtype=np.float32).reshape(-1)  # a copy: callers may reuse buffers
+        c0, self._pos = self._pos, self._pos + x.size
+        self._history.append(c0, x)
+        started = stopped = False
+        for edge in self._tracker.push(x):
+            now = max(self._sample(edge.at_frame + 1), c0)  # the earliest a reply can start
+            if edge.started:
+                started = True
+                self._speech_started(edge, now)
+            else:
+                stopped = True
+                self._turn_ended(edge, now)
+        self._history.discard_before(self._keep_from())
+        return self._render(c0, x.size, started, stopped)
+
+    def _on_speech_started(self, onset: int, now: int) -> None:  # noqa: B027 - optional hook
+        """The user's speech began at sample ``onset``; detected at ``now``."""
+
+    @abstractmethod
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        """The user's turn ended while the model is not replying."""
+
+    def _schedule(self, audio: FloatArray, at: int) -> None:
+        if audio.size:
+            self._reply = (at, np.asarray(audio, dtype=np.float32))
+
+    def _audio(self, lo: int, hi: int) -> FloatArray:
+        return self._history.slice(lo, hi)
+
+    def _sample(self, frame: int) -> int:
+        return frame * self._cfg.frame_ms * self.rate // 1000
+
+    def _speech_started(self, edge: _Edge, now: int) -> None:
+        preroll = round(PREROLL_S / self._cfg.frame_s)
+        self._turn_begin = self._sample(max(edge.frame - preroll, self._floor_frame))
+        hi = self._sample(edge.at_frame + 1)  # not ``now``: windows must not depend on chunking
+        first = self._sample(edge.frame)
+        self._onset = self._refine(self._turn_begin, hi, onset=True, default=first)
+        if not self.replying:
+            self._on_speech_started(self._onset, now)
+
+    def _turn_ended(self, edge: _Edge, now: int) -> None:
+        self._floor_frame = edge.at_frame + 1
+        lo, hi = self._turn_begin, self._sample(edge.at_frame + 1)
+        # one pass over the turn for both edges: a fake's work at a turn end stalls every
+        # other connection it serves
+        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
+        end = self._sample(edge.frame + 1) if bounds is None else lo + round(bounds[1] * self.rate)
+        onset = self._onset if bounds is None else lo + round(bounds[0] * self.rate)
+        turn = UserTurn(self.rate, onset, end, hi)
+        self.turns.append(turn)
+        if not self.replying:
+            self._on_turn_end(turn, now)
+
+    def _refine(self, lo: int, hi: int, *, onset: bool, default: int) -> int:
+        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
+        if bounds is None:
+            return default
+        return lo + round(bounds[0 if onset else 1] * self.rate)
+
+    def _keep_from(self) -> int:
+        if self._tracker.speaking:
+            return self._turn_begin
+        return self._pos - round((PREROLL_S + 0.2) * self.rate)  # slack for resampler delay
+
+    def _render(self, c0: int, n: int, started: bool, stopped: bool) -> Step:
+        out = np.zeros(n, dtype=np.float32)
+        if self._reply is None:
+            return Step(out, started, stopped, silent=True)
+        at, audio = self._reply
+        end = at + audio.size
+        lo, hi = max(at, c0), min(end, c0 + n)
+        if lo < hi:
+            out[lo - c0 : hi - c0] = audio[lo - at : hi - at]
+        done = end <= c0 + n
+        if done:
+            self._reply = None
+        return Step(out, started, stopped, c0 <= at < c0 + n, done)

@@ -1,0 +1,122 @@
+"""The reference behaviours themselves, and the synthetic voice they speak with by default."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from duplexsim.clients.fakekit.behaviours.base import Behaviour, FloatArray, UserTurn
+from duplexsim.core.vad import speech_bounds
+
+__all__ = ["BargeIn", "DelayedEcho", "Echo", "Neutral", "Silent", "synthetic_voice"]
+
+_FORMANTS = ((600.0, 250.0), (1300.0, 350.0), (2500.0, 500.0))  # (centre Hz, width Hz)
+
+
+def synthetic_voice(
+    sample_rate: int, duration_s: float = 2.0, *, f0: float = 120.0, peak: float = 0.3
+) -> FloatArray:
+    """A deterministic voiced signal webrtcvad calls speech: harmonics of a gliding f0, shaped by
+    three formant-like peaks, under a 4 Hz syllable envelope, with 10 ms fades at both ends."""
+    n = round(duration_s * sample_rate)
+    t = np.arange(n) / sample_rate
+    phase = 2 * np.pi * np.cumsum(f0 * (1.0 + 0.04 * np.sin(2 * np.pi * 1.3 * t))) / sample_rate
+    x = np.zeros(n)
+    for k in range(1, int(min(3800.0, sample_rate / 2 - 200) / f0) + 1):
+        f = k * f0
+        gain = sum(math.exp(-(((f - fc) / bw) ** 2)) for fc, bw in _FORMANTS)
+        x += (0.15 + gain) / k * np.sin(k * phase)
+    x *= 0.35 + 0.65 * 0.5 * (1.0 - np.cos(2 * np.pi * 4.0 * t))
+    fade = min(n // 2, round(0.01 * sample_rate))
+    if fade:
+        ramp = np.arange(1, fade + 1) / fade  # no exact zero: the first sample is the onset
+        x[:fade] *= ramp
+        x[n - fade :] *= ramp[::-1]
+    top = float(np.max(np.abs(x))) if n else 0.0
+    return (x * (peak / top) if top else x).astype(np.float32)
+
+
+class Silent(Behaviour):
+    """Never talks; still reports the user's speech edges."""
+
+    name = "silent"
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        pass
+
+
+class Echo(Behaviour):
+    """Replays the last ``echo_s`` of the user's speech as soon as the turn ends."""
+
+    name = "echo"
+
+    def __init__(self, sample_rate: int, *, echo_s: float = 3.0, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if echo_s <= 0:
+            raise ValueError(f"echo_s must be positive, not {echo_s}")
+        self.echo_s = echo_s
+
+    def _echo(self, turn: UserTurn) -> FloatArray:
+        window = self._audio(max(turn.end - round(self.echo_s * self.rate), turn.onset), turn.end)
+        bounds = speech_bounds(window, self.rate, self._cfg)
+        return window[round(bounds[0] * self.rate) :] if bounds else window
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self._echo(turn), now)
+
+
+class DelayedEcho(Echo):
+    """Echo whose first sample is at exactly E + ``latency_s``: ground truth for latency tests.
+
+    The turn end is only known ``hangover_s`` after E, so a ``latency_s`` below that (plus one VAD
+    frame) cannot be honoured: the reply then starts as soon as the turn end is decided.
+    """
+
+    name = "delayed-echo"
+
+    def __init__(self, sample_rate: int, *, latency_s: float = 0.8, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if latency_s < 0:
+            raise ValueError(f"latency_s must not be negative, not {latency_s}")
+        self.latency_s = latency_s
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self._echo(turn), max(turn.end + round(self.latency_s * self.rate), now))
+
+
+class Neutral(Behaviour):
+    """Says one fixed utterance after each turn (default: 2 s of ``synthetic_voice``)."""
+
+    name = "neutral"
+
+    def __init__(
+        self, sample_rate: int, *, utterance: NDArray[Any] | None = None, **kw: Any
+    ) -> None:
+        super().__init__(sample_rate, **kw)
+        voice = synthetic_voice(sample_rate) if utterance is None else utterance
+        self.utterance = np.asarray(voice, dtype=np.float32).reshape(-1)
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._schedule(self.utterance, now)
+
+
+class BargeIn(Neutral):
+    """Starts the utterance ``barge_after_s`` after the user's speech onset, talking over them
+    (if the user stops sooner it still starts then)."""
+
+    name = "barge-in"
+
+    def __init__(self, sample_rate: int, *, barge_after_s: float = 1.5, **kw: Any) -> None:
+        super().__init__(sample_rate, **kw)
+        if barge_after_s < 0:
+            raise ValueError(f"barge_after_s must not be negative, not {barge_after_s}")
+        self.barge_after_s = barge_after_s
+
+    def _on_speech_started(self, onset: int, now: int) -> None:
+        self._schedule(self.utterance, max(onset + round(self.barge_after_s * self.rate), now))
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        pass  # it already had its say

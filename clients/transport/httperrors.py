@@ -1,0 +1,74 @@
+"""What an HTTP refusal means, for every client: one mapping from status to error, one reading of
+how long the server asks us to wait (pure).
+
+A WebSocket upgrade refused with a status (every WebSocket client) and an SDP offer refused over
+HTTP (openai-webrtc) mean the same things: a bad key is final, a rate limit is retried after the
+server's delay, a bad URL or model is final, a server error is worth another try. The body is
+searched for key words only, never quoted: OpenAI's 401 body echoes part of the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from duplexsim.core.errors import ConnectError, RateLimited, SessionError
+
+__all__ = ["refusal", "retry_after", "retry_in"]
+
+# "Please try again in 1.5s" (OpenAI), "Please retry in 7s" (Google), "try again in 20ms"
+_RETRY_IN = re.compile(r"(?:try again|retry) in\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
+_KEY_WORDS = ("api key", "api_key", "apikey")
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header; None when absent, negative or an HTTP date (a date
+    would need a clock, and no provider here sends one)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def retry_in(text: str) -> float | None:
+    """Seconds from a server's "try again in 1.5s" / "retry in 7s" / "... in 20ms" wording."""
+    match = _RETRY_IN.search(text)
+    if match is None:
+        return None
+    return float(match.group(1)) / (1000.0 if match.group(2).lower() == "ms" else 1.0)
+
+
+def refusal(
+    status: int,
+    headers: Mapping[str, str],
+    *,
+    what: str = "the WebSocket handshake",
+    body: str = "",
+    detail: str = "",
+    credential: str = "the API key",
+) -> SessionError:
+    """The error for an HTTP ``status`` that refused ``what``. ``body`` is only searched for key
+    words; ``detail`` (already redacted by the caller) is quoted after the status; a refused
+    key says to check ``credential``."""
+    text = f"server refused {what}: HTTP {status}"
+    said = body.lower()
+    if status in (401, 403) or (status == 400 and any(w in said for w in _KEY_WORDS)):
+        return ConnectError(f"{text}{detail} (check {credential})", retryable=False, reason="auth")
+    if "insufficient_quota" in said:  # OpenAI answers an empty account with 429 too
+        return ConnectError(f"{text}{detail} (quota used up)", retryable=False, reason="quota")
+    if status == 429 or "resource_exhausted" in said:
+        after = retry_after(_header(headers, "Retry-After"))
+        return RateLimited(text, retry_after_s=after if after is not None else retry_in(body))
+    if status in (400, 404, 415, 422):
+        return ConnectError(f"{text}{detail} (check the URL and the model name)", retryable=False)
+    return ConnectError(f"{text}{detail}", retryable=status >= 500 or status == 408)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header whatever its case (websockets' Headers ignore case; a plain dict does not)."""
+    value = headers.get(name)
+    if value is not None:
+        return value
+    lowered = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == lowered), None)

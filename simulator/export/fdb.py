@@ -1,0 +1,131 @@
+"""Full-Duplex-Bench's folder layout, both ways: its task folders (``<task>/<id>/input.wav``) read as a
+timing-only benchmark, and a run written as ``<id>/input.wav`` and ``<id>/output.wav``, the output
+on the input's timeline at the input's rate and length, which its evaluation scripts read."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from duplexsim.core.audio import read_audio, resample, write_audio
+from duplexsim.core.benchmark import MANIFEST_NAME, load_benchmark
+from duplexsim.core.bundle import INPUT, OUTPUT, is_bundle, read_meta  # FDB's names too
+from duplexsim.core.errors import ConfigError
+from duplexsim.core.files import write_text_atomic
+from duplexsim.run.store import read_results
+
+__all__ = ["FdbExport", "FdbImport", "export_fdb", "import_fdb"]
+
+
+@dataclass(frozen=True)
+class FdbExport:
+    written: int
+    skipped: dict[str, str]  # sample id -> why it has no folder
+
+
+def export_fdb(run_dir: Path, out: Path) -> FdbExport:
+    """One ``<id>/`` folder per recorded session of ``run_dir``: the sample's own input audio as
+    ``input.wav`` and the model's output, placed on the same timeline, resampled to the input's
+    rate and cut or padded to its length, as ``output.wav``."""
+    _, rows = read_results(run_dir)
+    written, skipped = 0, {}
+    for row in rows:
+        folder = run_dir / "sessions" / row.sample_id
+        if not is_bundle(folder):
+            skipped[row.sample_id] = f"no recording ({row.status})"
+            continue
+        context = read_meta(folder).sample.context
+        if context is None:
+            skipped[row.sample_id] = "a live session: no input file"
+            continue
+        _write_pair(Path(context), folder / OUTPUT, out / row.sample_id)
+        written += 1
+    return FdbExport(written, skipped)
+
+
+def _write_pair(context: Path, output: Path, dest: Path) -> None:
+    # the input as it was, mono at its own rate (read_audio mixes channels down)
+    given = read_audio(context)
+    reply = read_audio(output)
+    samples = resample(reply.samples, reply.sample_rate, given.sample_rate)
+    n = len(given.samples)
+    aligned = np.zeros(n, dtype=np.float32)
+    aligned[: min(n, len(samples))] = samples[:n]
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{dest}: cannot create ({exc.strerror})") from None
+    write_audio(dest / INPUT, given.samples, given.sample_rate, subtype="PCM_16")
+    write_audio(dest / OUTPUT, aligned, given.sample_rate, subtype="PCM_16")
+
+
+@dataclass(frozen=True)
+class FdbImport:
+    manifest: Path
+    tasks: dict[str, int]  # task -> samples
+
+
+def import_fdb(
+    root: Path,
+    out: Path,
+    *,
+    language: str = "en",
+    force: bool = False,
+    allow_outside: bool = False,
+) -> FdbImport:
+    """A timing-only manifest (no emotion, no reference) over Full-Duplex-Bench's task folders
+    ``root/<task>/<id>/input.wav``, or one task folder ``root/<id>/input.wav``; each sample's
+    ``task`` is its folder's name. The audio stays where it is."""
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a folder")
+    manifest = out / MANIFEST_NAME
+    if manifest.exists() and not force:
+        raise ConfigError(f"{manifest} exists; pass --force to replace it")
+    tasks = _task_folders(root)
+    if not tasks:
+        raise ConfigError(f"{root}: no <task>/<id>/input.wav or <id>/input.wav folders")
+    lines, counts = [], {}
+    for task, folder in tasks:
+        inputs = sorted(folder.glob(f"*/{INPUT}"))
+        counts[task] = len(inputs)
+        for path in inputs:
+            line = {
+                "id": _sample_id(f"{task}-{path.parent.name}"),
+                "language": language,
+                "task": task,
+                "context": os.path.relpath(path.resolve(), out.resolve()),
+            }
+            lines.append(json.dumps(line))
+    draft = out / f".{MANIFEST_NAME}.draft"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(draft, "\n".join(lines) + "\n")
+        load_benchmark(
+            draft, audio_check="header", allow_outside=allow_outside
+        )  # what it wrote reads back whole, or nothing
+        draft.replace(manifest)
+    except OSError as exc:
+        raise ConfigError(f"{manifest}: cannot write ({exc.strerror})") from None
+    finally:
+        draft.unlink(missing_ok=True)
+    return FdbImport(manifest, counts)
+
+
+def _task_folders(root: Path) -> list[tuple[str, Path]]:
+    if any(root.glob(f"*/{INPUT}")):
+        return [(_task_name(root.name), root)]
+    return [(_task_name(d.name), d) for d in sorted(root.iterdir()) if any(d.glob(f"*/{INPUT}"))]
+
+
+def _task_name(name: str) -> str:
+    task = re.sub(r"[^a-z0-9_-]+", "_", name.lower()).strip("_-") or "task"
+    return task if task[0].isalpha() else f"t{task}"
+
+
+def _sample_id(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:128]

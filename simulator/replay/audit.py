@@ -1,0 +1,129 @@
+"""What a recorded session's own files say about its timing: its sends against the schedule, and
+its reply re-measured from output.wav against what the session decided.
+
+A session can be replayed faithfully and still have been timed badly (its sends late, its loop
+behind): ``audit_bundle`` checks the recording itself, so ``replay`` reports those sessions too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from duplexsim.core.audio import read_audio
+from duplexsim.core.bundle import OUTPUT, BundleMeta, read_events
+from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.timing import (
+    LatencyWindow,
+    TimingBudget,
+    TimingCheck,
+    check_timing,
+    measure_reply,
+)
+from duplexsim.core.vad import BEFORE_RUN_RULE, VadConfig
+
+__all__ = ["TimingAudit", "audit_bundle"]
+
+
+@dataclass(frozen=True)
+class TimingAudit:
+    check: TimingCheck  # the recorded sends (against the schedule) and lags, against the budget
+    recorded_onset_s: float | None
+    remeasured_onset_s: float | None
+
+    @property
+    def onset_diff_ms(self) -> float | None:
+        a, b = self.recorded_onset_s, self.remeasured_onset_s
+        return None if a is None or b is None else (b - a) * 1000.0
+
+    def disagrees(self, tolerance_ms: float) -> bool:
+        """The re-measurement finds a reply where the session found none, or the reverse, or
+        puts its onset more than ``tolerance_ms`` away."""
+        if (self.recorded_onset_s is None) != (self.remeasured_onset_s is None):
+            return True
+        diff = self.onset_diff_ms
+        return diff is not None and abs(diff) > tolerance_ms
+
+
+def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
+    settings = meta.settings
+    budget = TimingBudget(**settings.get("budget", {}))
+    outcome = meta.outcome
+    timing = outcome.get("timing") or {}
+    recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
+    check = _send_check(bundle, budget, _recorded_window(outcome, recorded))
+    remeasured = None
+    if outcome.get("status") != "failed":
+        vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
+        try:
+            heard = read_audio(bundle / OUTPUT)
+        except InputError as exc:
+            raise ConfigError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
+        again = measure_reply(
+            heard.samples,
+            heard.sample_rate,
+            speech_end_s=timing.get("speech_end_s"),
+            window_start_s=meta.sample.context_turn_start_s or 0.0,
+            vad=vad,
+        )
+        remeasured = again.onset_s
+    return TimingAudit(check, recorded, remeasured)
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The latency window's span on the timeline, and the stalls the session recorded in it
+    (the files cannot show a stall; the sends they can)."""
+
+    lo_s: float
+    onset_s: float
+    loop_stall_ms: float
+    server_stall_ms: float | None
+
+
+def _recorded_window(outcome: Mapping[str, Any], onset_s: Any) -> _Span | None:
+    timing = outcome.get("timing") or {}
+    window = (outcome.get("check") or {}).get("window")
+    if not isinstance(onset_s, int | float) or not isinstance(window, dict):
+        return None  # no reply, or recorded before the window was checked
+    end = timing.get("speech_end_s")
+    end = float(onset_s) if not isinstance(end, int | float) else float(end)
+    server = window.get("server_stall_ms")
+    return _Span(
+        lo_s=min(end, float(onset_s)),
+        onset_s=float(onset_s),
+        loop_stall_ms=float(window.get("loop_stall_ms") or 0.0),
+        server_stall_ms=float(server) if isinstance(server, int | float) else None,
+    )
+
+
+def _send_check(bundle: Path, budget: TimingBudget, span: _Span | None) -> TimingCheck:
+    """Each recorded send against the schedule (frame n due at n frames), not against the due
+    time the session wrote beside it: a session whose clock or schedule went wrong shows here.
+    The latency window's sends are taken from the files too, its stalls from the record."""
+    frame_s = 0.02
+    errors: list[float] = []
+    lags: list[float] = []
+    dues: list[float] = []
+    for _, event in read_events(bundle):
+        if event is None:
+            continue  # a line that is not an event: the readers of events report those
+        if event.get("kind") == "start":
+            frame_s = float(event.get("frame_ms", 20)) / 1000.0
+        elif event.get("dir") == "send" and "n" in event:
+            due = int(event["n"]) * frame_s
+            dues.append(due)
+            errors.append(float(event["t"]) - due)
+            lags.append(float(event.get("woke", event["t"])) - due)
+    window = None
+    if span is not None:
+        lo = span.lo_s - frame_s
+        late = [e for d, e in zip(dues, errors, strict=True) if lo <= d <= span.onset_s]
+        window = LatencyWindow(
+            send_ms=round(1000.0 * max([0.0, *late]), 3),
+            loop_stall_ms=span.loop_stall_ms,
+            server_stall_ms=span.server_stall_ms,
+        )
+    return check_timing(errors, lags, 0.0, frame_s, budget, window)

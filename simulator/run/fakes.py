@@ -1,0 +1,110 @@
+"""Reference models served from a child process, so they never compete with the session loop.
+
+The child shares the machine's cores with the run, so when the machine is busy its loop stalls
+too, and a reply it sends late is heard late: a latency the model did not have. The child reports
+its stalls (``serve-model --report-stalls``) and ``stalls`` holds them, for the sessions'
+latency check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from types import TracebackType
+
+from duplexsim.core.errors import ConfigError
+from duplexsim.run.lifeline import owner_env
+from duplexsim.session.stalls import StallLog, parse_stall_line
+
+__all__ = ["FakeModelProcess"]
+
+
+class FakeModelProcess:
+    """``duplexsim serve-model`` on a free loopback port, for as long as the context is open."""
+
+    def __init__(
+        self, protocol: str, behaviour: str, *extra_args: str, start_timeout_s: float = 30
+    ):
+        self.protocol = protocol
+        self.behaviour = behaviour
+        self.extra_args = extra_args
+        self.start_timeout_s = start_timeout_s
+        self.url = ""
+        self.stalls = StallLog()  # the server loop's stalls, as it reports them
+        self._reader: asyncio.Task[None] | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+
+    async def __aenter__(self) -> FakeModelProcess:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-P",  # never a package from the current folder: ours, as installed
+            "-m",
+            "duplexsim",
+            "serve-model",
+            "--protocol",
+            self.protocol,
+            "--behaviour",
+            self.behaviour,
+            "--port",
+            "0",
+            "--report-stalls",
+            *self.extra_args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._stderr,  # a file: a chatty server can never block on a full pipe
+            env={**os.environ, **owner_env()},
+        )
+        assert self._proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), self.start_timeout_s)
+        except TimeoutError:
+            line = b""
+        text = line.decode().strip()
+        if " on " not in text:
+            await self.aclose()
+            self._stderr.seek(0)
+            err = self._stderr.read()
+            detail = err.decode().strip().splitlines()[-1:] or ["no output"]
+            raise ConfigError(
+                f"fake {self.behaviour} model over {self.protocol} did not start: {detail[0]}"
+            )
+        self.url = text.rsplit(" on ", 1)[1]
+        self._reader = asyncio.create_task(self._read_stalls(self._proc.stdout))
+        return self
+
+    async def _read_stalls(self, stdout: asyncio.StreamReader) -> None:
+        """Every stall the server reports (other lines are ignored), until its stdout ends."""
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:  # a line past the reader's limit: not a stall line
+                continue
+            if not line:
+                return
+            stall = parse_stall_line(line.decode(errors="replace"))
+            if stall is not None:
+                self.stalls.note(*stall)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 5)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()

@@ -1,0 +1,501 @@
+"""Runs: many concurrent sessions over a benchmark, with retries, resume and sharding.
+
+The runner owns concurrency, time and retries; sessions own the streaming; the store owns
+durability. A sample's row is committed only after its bundle is in place, so a run killed at any
+moment resumes with every sample exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import gc
+import hashlib
+import multiprocessing
+import os
+import random
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from duplexsim import __version__
+from duplexsim.clients.registry import client_class
+from duplexsim.core.audio import read_audio
+from duplexsim.core.benchmark import Benchmark, Sample
+from duplexsim.core.bundle import BundleMeta, SampleRef
+from duplexsim.core.errors import ConfigError, StorageError
+from duplexsim.core.names import check_name
+from duplexsim.core.provenance import BenchmarkId, benchmark_id
+from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.timing import speech_end
+from duplexsim.core.vad import VadConfig
+from duplexsim.profiles.profile import ModelProfile, client_config
+from duplexsim.run.admission import Headroom, Slot
+from duplexsim.run.fakes import FakeModelProcess
+from duplexsim.run.lifeline import watch_owner
+from duplexsim.run.progress import Progress
+from duplexsim.run.recording import package_versions, record_session, remove_unfinished
+from duplexsim.run.runlock import run_lock
+from duplexsim.run.store import ResultRow, RunStore, store_filename
+from duplexsim.session.engine import (
+    CONTEXT_RATE,
+    SessionOutcome,
+    SessionSettings,
+    SessionTap,
+    run_session,
+)
+from duplexsim.session.stalls import StallLog
+
+__all__ = ["RunOptions", "execute_run", "in_shard", "outcome_row", "parse_shard"]
+
+DONE_STATUSES = ("ok", "no-reply")
+RAMP_STEP_S = 0.01
+# Helper threads (the pool's feeder pickling recordings, to_thread work) hand the GIL back to
+# the pacing loop within 0.1 ms: the loop drops the GIL in every send, and at the default 5 ms
+# (or 0.5 ms) each send made while a helper ran Python waited that long to get it back.
+SWITCH_INTERVAL_S = 0.0001
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    run_id: str
+    runs_dir: Path
+    concurrency: int = 8
+    shard: tuple[int, int] | None = None
+    settings: SessionSettings = field(default_factory=SessionSettings)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sample_ids: tuple[str, ...] = ()
+    quiet: bool = False
+    admission: bool = True  # False: start up to ``concurrency`` sessions whatever the headroom
+    # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
+    # this one); the player hands it to one session at a time
+    monitor: Callable[[], SessionTap | None] | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
+
+    @property
+    def run_dir(self) -> Path:
+        return self.runs_dir / self.run_id
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: expected i/n, for example 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"--shard {text!r}: need 0 <= i < n")
+    return i, n
+
+
+def in_shard(sample_id: str, shard: tuple[int, int] | None) -> bool:
+    """Stable by id, so adding samples never moves the others between shards."""
+    if shard is None:
+        return True
+    digest = hashlib.sha256(sample_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shard[1] == shard[0]
+
+
+class _Writer:
+    """Bundles are written by the worker pool and rows committed from a thread, so neither disk
+    waits nor encoding ever delay a send."""
+
+    def __init__(self, store: RunStore, pool: concurrent.futures.Executor) -> None:
+        self.store = store
+        self.pool = pool
+        self.lock = threading.Lock()
+
+    async def save(
+        self, folder: Path, outcome: SessionOutcome, meta: BundleMeta, row: ResultRow
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.pool, record_session, folder, outcome, meta)
+        await asyncio.to_thread(self._put, row)
+
+    def _put(self, row: ResultRow) -> None:
+        with self.lock:
+            try:
+                self.store.put(row)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
+
+
+def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], float | None]:
+    """Decode a context at 16 kHz and find the end of Speaker A's speech (runs in the pool)."""
+    samples = read_audio(path, sample_rate=CONTEXT_RATE).samples
+    return samples, speech_end(samples, CONTEXT_RATE, vad)
+
+
+def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
+    """CPU work of a run (decoding, VAD over whole clips, recording) goes to other processes, so
+    the process that paces sessions only moves bytes."""
+    workers = max(1, (os.cpu_count() or 2) - 1)
+    context = multiprocessing.get_context("forkserver")
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_start_pool_worker,
+        initargs=(os.getpid(),),
+    )
+
+
+def _start_pool_worker(owner_pid: int) -> None:
+    watch_owner(owner_pid)  # a worker outlives a killed run otherwise (and keeps the forkserver)
+    yield_to_pacing()
+
+
+def yield_to_pacing() -> None:
+    """Run this process only on CPU time nothing else wants: a pacing process (or a local model)
+    that wakes for its next frame takes the core at once instead of waiting out this one's
+    slice. Bundles and decoding can wait; frames cannot."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux
+        with contextlib.suppress(OSError):
+            os.nice(19)
+
+
+@contextmanager
+def realtime_tuning() -> Iterator[None]:
+    """Process settings for pacing many sessions from one loop: worker threads give the GIL back
+    within 0.1 ms, and everything alive before the run (imported modules, settings) is moved out
+    of the garbage collector's reach, so a full collection stays short."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        sys.setswitchinterval(interval)
+
+
+def _check_writable(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: run directory is not writable ({exc.strerror})") from None
+
+
+def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> dict[str, Any]:
+    """What the run measured with, written once when it starts: the benchmark (a digest of its
+    manifest and audio), the model and where it really was, every setting, package versions."""
+    audio = [p for s in bench for p in (s.context, s.reference) if p is not None]
+    return {
+        "run_id": opts.run_id,
+        "model": profile.describe(),
+        "benchmark": benchmark_id(bench.manifest, audio, len(bench)).to_dict(),
+        "settings": opts.settings.describe(),
+        "run": {
+            "concurrency": opts.concurrency,
+            "max_attempts": opts.retry.max_attempts,
+            "shard": list(opts.shard) if opts.shard else None,
+        },
+        "duplexsim": __version__,
+        "packages": package_versions(),
+    }
+
+
+def _open_store(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> RunStore:
+    _check_writable(opts.run_dir)
+    store = RunStore(opts.run_dir / store_filename(opts.shard))
+    existing = store.meta()
+    identity = run_identity(opts, profile, bench)
+    problem = _resume_problem(existing, identity)
+    if problem:
+        store.close()
+        raise ConfigError(f"run '{opts.run_id}' {problem}; choose another --run-id")
+    if not existing.get("created"):  # written once: a resumed run keeps what it started with
+        store.set_meta({**identity, "created": datetime.now(UTC).isoformat()})
+    return store
+
+
+def _resume_problem(existing: dict[str, Any], identity: dict[str, Any]) -> str | None:
+    """Why a run's results cannot take this run's samples (another model, benchmark, place)."""
+    if not existing:
+        return None
+    old, new = existing.get("model", {}), identity["model"]
+    if old.get("name") != new["name"]:
+        return f"already holds results of model '{old.get('name')}'"
+    if old.get("endpoint", new["endpoint"]) != new["endpoint"]:
+        return f"was run against a {old.get('endpoint')} endpoint, this one is {new['endpoint']}"
+    was = BenchmarkId.from_meta(existing.get("benchmark"))
+    if was.digest is not None and was.digest != identity["benchmark"]["digest"]:
+        return f"was run on benchmark {was.label}, not this one"
+    return None
+
+
+def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:
+    done = {r.sample_id for r in store.rows() if r.status in DONE_STATUSES}
+    wanted = set(opts.sample_ids)
+    unknown = wanted - {s.id for s in bench}
+    if unknown:
+        raise ConfigError(f"unknown sample id(s): {', '.join(sorted(unknown))}")
+    return [
+        s
+        for s in bench
+        if in_shard(s.id, opts.shard) and s.id not in done and (not wanted or s.id in wanted)
+    ]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where sessions connect: the profile's URL (None), or a fake server started for the run,
+    with the stalls it reports (its latency is ours to vouch for: it runs on our cores)."""
+
+    url: str | None = None
+    server_stalls: StallLog | None = None
+
+
+@asynccontextmanager
+async def _endpoint(profile: ModelProfile, given: Endpoint | None) -> AsyncIterator[Endpoint]:
+    """The caller's endpoint, the profile's, or a local fake server started for the run."""
+    if given is not None:
+        yield given
+        return
+    if profile.fake_behaviour is None or profile.url is not None:
+        yield Endpoint()
+        return
+    async with FakeModelProcess(profile.protocol, profile.fake_behaviour) as fake:
+        yield Endpoint(fake.url, fake.stalls)
+
+
+async def execute_run(
+    bench: Benchmark,
+    profile: ModelProfile,
+    opts: RunOptions,
+    progress: Progress | None = None,
+    *,
+    endpoint: Endpoint | None = None,
+) -> list[ResultRow]:
+    """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store.
+
+    A ``progress`` shared by several concurrent runs shows them as one line; the caller closes it.
+    ``endpoint`` is a server the caller started for the run (a fake whose stalls it reads),
+    instead of the profile's.
+    """
+    if opts.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    client_class(profile.protocol)  # unknown protocol fails before anything starts
+    if profile.fake_behaviour is None or profile.url is not None:
+        client_config(profile)  # missing key or endpoint fails before anything starts
+    _check_writable(opts.run_dir)
+    with run_lock(opts.run_dir, opts.run_id, opts.shard):
+        return await _execute_locked(bench, profile, opts, progress, endpoint)
+
+
+async def _execute_locked(
+    bench: Benchmark,
+    profile: ModelProfile,
+    opts: RunOptions,
+    progress: Progress | None,
+    given: Endpoint | None,
+) -> list[ResultRow]:
+    store = _open_store(opts, profile, bench)
+    try:
+        todo = _todo(bench, opts, store)
+        remove_unfinished(opts.run_dir / "sessions", (s.id for s in todo))
+        own_progress = progress is None
+        if progress is None:
+            progress = Progress(opts.run_id, 0, quiet=opts.quiet)
+        progress.total += len(todo)
+        if todo:
+            with worker_pool() as pool:
+                async with _endpoint(profile, given) as endpoint:
+                    await _run_all(todo, profile, endpoint, opts, _Writer(store, pool), progress)
+        if own_progress:
+            progress.close()
+        return store.rows()
+    finally:
+        store.close()
+
+
+async def _run_all(
+    todo: list[Sample],
+    profile: ModelProfile,
+    endpoint: Endpoint,
+    opts: RunOptions,
+    writer: _Writer,
+    progress: Progress,
+) -> None:
+    gate = asyncio.Semaphore(opts.concurrency)
+    # --concurrency is a ceiling: a session starts only while the sessions already running (of
+    # every run on this loop) keep pace (``Headroom``), and starts are spaced so handshakes do
+    # not pile up
+    headroom = Headroom.for_loop()
+    headroom.start()
+
+    async def one(sample: Sample) -> None:
+        async with gate, headroom.slot(opts.concurrency, check=opts.admission) as slot:
+            progress.in_flight += 1
+            try:
+                await _run_sample(sample, profile, endpoint, opts, writer, progress, slot)
+            finally:
+                progress.in_flight -= 1
+                progress.update()
+
+    ticker = asyncio.create_task(_tick(progress))
+    with realtime_tuning():
+        try:
+            await asyncio.gather(*(one(s) for s in todo))
+        finally:
+            ticker.cancel()
+            await headroom.stop()
+
+
+async def _tick(progress: Progress) -> None:
+    while True:
+        progress.update()
+        await asyncio.sleep(0.5)
+
+
+async def _run_sample(
+    sample: Sample,
+    profile: ModelProfile,
+    endpoint: Endpoint,
+    opts: RunOptions,
+    writer: _Writer,
+    progress: Progress,
+    slot: Slot,
+) -> None:
+    loop = asyncio.get_running_loop()
+    context, end_s = await loop.run_in_executor(
+        writer.pool, _prepare_context, sample.context, opts.settings.vad
+    )
+    attempt = 0
+    while True:
+        attempt += 1
+        client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
+        started = loop.time()
+        outcome = await run_session(
+            client,
+            context,
+            opts.settings,
+            window_start_s=sample.context_turn_start_s or 0.0,
+            speech_end_s=end_s,
+            executor=writer.pool,
+            tap=None if opts.monitor is None else opts.monitor(),
+            server_stalls=endpoint.server_stalls,
+        )
+        if outcome.status != "failed":  # how sessions end teaches admission what fits
+            slot.headroom.ended(outcome.check.valid, started)
+        wait = None
+        if outcome.status == "failed":
+            wait = opts.retry.delay(
+                attempt,
+                retryable=outcome.retryable,
+                retry_after_s=outcome.retry_after_s,
+                rng=random.Random(),
+            )
+        elif not outcome.check.valid:
+            # our own timing broke its budget (not the model's fault): run it again; if it
+            # stays invalid it is kept, marked, and left out of the latency figures
+            wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
+        if wait is None:
+            break
+        progress.retries += 1
+        await slot.retake(wait)
+    folder = opts.run_dir / "sessions" / sample.id
+    meta = BundleMeta(
+        sample=SampleRef(
+            id=sample.id,
+            kind="benchmark",
+            language=sample.language,
+            emotion=sample.emotion,
+            context=str(sample.context),
+            reference=None if sample.reference is None else str(sample.reference),
+            context_turn_start_s=sample.context_turn_start_s,
+        ),
+        run_id=opts.run_id,
+        model=profile.describe(),
+        client=client.describe(),
+        capabilities=asdict(client.capabilities),
+        settings=opts.settings.describe(),
+        outcome={},  # filled in by record_session
+        attempts=attempt,
+    )
+    row = _row(sample, outcome, attempt, folder, opts.run_dir)
+    await writer.save(folder, outcome, meta, row)
+    if outcome.status == "failed":
+        progress.failed += 1
+    else:
+        progress.done += 1
+
+
+def _row(
+    sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
+) -> ResultRow:
+    return outcome_row(
+        sample.id,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempts,
+        folder,
+        run_dir,
+        task=sample.task,
+    )
+
+
+def outcome_row(
+    sample_id: str,
+    language: str,
+    emotion: str,
+    outcome: SessionOutcome,
+    attempts: int,
+    folder: Path,
+    run_dir: Path,
+    *,
+    task: str | None = None,
+) -> ResultRow:
+    """The results row of one recorded session (``emotion`` "" where there is no reference)."""
+    t = outcome.timing
+    return ResultRow(
+        sample_id=sample_id,
+        status=outcome.status,
+        end_reason=outcome.end_reason,
+        error=outcome.error,
+        attempts=attempts,
+        language=language,
+        emotion=emotion,
+        latency_s=t.latency_s if t else None,
+        onset_s=t.onset_s if t else None,
+        reply_duration_s=t.duration_s if t else None,
+        overlap_s=t.overlap_s if t else None,
+        speech_end_s=t.speech_end_s if t else None,
+        send_p50_ms=outcome.send.p50_ms,
+        send_p99_ms=outcome.send.p99_ms,
+        send_max_ms=outcome.send.max_ms,
+        bytes_sent=outcome.bytes_sent,
+        bytes_received=outcome.bytes_received,
+        wall_s=round(outcome.wall_s, 3),
+        bundle=str(folder.relative_to(run_dir)),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        timing_valid=outcome.check.valid,
+        timing_invalid=outcome.check.invalid,
+        loop_lag_max_ms=outcome.check.loop_lag_max_ms,
+        recv_lag_max_ms=outcome.check.recv_lag_max_ms,
+        truncated=outcome.truncated,
+        task=task,
+        latency_bound_ms=outcome.check.latency_bound_ms,
+    )
+
+
+def default_run_id(profile: ModelProfile) -> str:
+    return f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,0 +1,19 @@
+"""Timing budgets lenient enough for a loaded machine, where a test checks something else."""
+
+from __future__ import annotations
+
+from duplexsim.core.timing import TimingBudget
+
+# for tests of something other than the machine's pacing (retries, resume, reports): a budget no
+# loaded machine breaks, so a session is not run again because six other jobs share the cores.
+# Timing validity itself is tested on the virtual clock (test_session_timing.py).
+LENIENT = TimingBudget(
+    send_p99_ms=1000.0,
+    send_max_ms=5000.0,
+    loop_lag_max_ms=5000.0,
+    recv_lag_max_ms=5000.0,
+    latency_ms=1000.0,
+)
+
+
+LENIENT_ARGS = ["--timing-budget", "1000/5000"]

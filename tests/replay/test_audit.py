@@ -1,0 +1,83 @@
+"""replay finds timing problems in a recording: sends late against the schedule, and a reply
+whose re-measurement from output.wav disagrees with what the session decided."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from duplexsim.core.bundle import BundleMeta, SampleRef
+from duplexsim.replay.audit import audit_bundle
+from tests.helpers.signals import voiced_signal, write_wav
+
+RATE = 16000
+
+
+def bundle(
+    tmp_path: Path,
+    late_ms: float,
+    onset_s: float | None,
+    *,
+    late_frame: int = 50,
+    window: dict[str, float | None] | None = None,
+) -> tuple[Path, BundleMeta]:
+    """A recorded session: 100 frames sent, frame ``late_frame`` ``late_ms`` late; a reply at
+    1.5-2.5 s; ``window``: the latency window's stalls as the session recorded them."""
+    folder = tmp_path / "sessions" / "s0"
+    out = np.zeros(4 * RATE, np.float32)
+    out[round(1.5 * RATE) : round(2.5 * RATE)] = voiced_signal(1.0)
+    write_wav(folder / "output.wav", out)
+    events = [{"t": 0.0, "dir": "local", "kind": "start", "frame_ms": 20}]
+    for n in range(100):
+        t = n * 0.02 + (late_ms / 1000 if n == late_frame else 0.0001)
+        events.append({"t": t, "dir": "send", "kind": "audio", "n": n, "due": n * 0.02, "woke": t})
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    meta = BundleMeta(
+        sample=SampleRef("s0", context_turn_start_s=0.0),
+        run_id="r",
+        model={},
+        settings={"vad": {}, "budget": {"send_p99_ms": 5.0, "send_max_ms": 20.0}},
+        outcome={
+            "status": "ok" if onset_s is not None else "no-reply",
+            "timing": {"onset_s": onset_s, "speech_end_s": 1.0},
+            **({} if window is None else {"check": {"window": window}}),
+        },
+    )
+    return folder, meta
+
+
+def test_a_session_that_kept_its_budget_and_agrees_is_clean(tmp_path: Path) -> None:
+    audit = audit_bundle(*bundle(tmp_path, 0.1, 1.5))
+    assert audit.check.valid and not audit.disagrees(5.0)
+    assert audit.onset_diff_ms == pytest.approx(0.0, abs=0.1)
+
+
+def test_a_late_send_in_the_recording_is_over_budget(tmp_path: Path) -> None:
+    audit = audit_bundle(*bundle(tmp_path, 30.0, 1.5))
+    assert audit.check.invalid == "send max 30.0 ms > 20 ms"
+
+
+@pytest.mark.parametrize("recorded", [1.45, None])
+def test_a_reply_that_re_measures_differently_disagrees(tmp_path: Path, recorded) -> None:
+    audit = audit_bundle(*bundle(tmp_path, 0.1, recorded))
+    assert audit.remeasured_onset_s == pytest.approx(1.5, abs=0.001)
+    assert audit.disagrees(5.0)
+
+
+def test_the_latency_window_is_checked_from_the_sends_and_the_recorded_stalls(
+    tmp_path: Path,
+) -> None:
+    stalls = {"send_ms": 0.0, "loop_stall_ms": 1.0, "server_stall_ms": None}
+    # frame 60 (1.2 s) lies between the speech end (1.0 s) and the onset (1.5 s)
+    late = audit_bundle(*bundle(tmp_path / "a", 4.5, 1.5, late_frame=60, window=stalls))
+    assert late.check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    # the same late send before the speech end does not touch the latency
+    early = audit_bundle(*bundle(tmp_path / "b", 4.5, 1.5, late_frame=20, window=stalls))
+    assert early.check.valid and early.check.latency_bound_ms == pytest.approx(1.1)
+    served = {**stalls, "server_stall_ms": 6.0}
+    assert not audit_bundle(*bundle(tmp_path / "c", 0.1, 1.5, window=served)).check.valid
+    # recorded before the window was checked: no window to audit
+    assert audit_bundle(*bundle(tmp_path / "d", 0.1, 1.5)).check.window is None
