@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +18,7 @@ from duplexsim.core.audio import AudioInfo, audio_info, read_audio
 from duplexsim.core.emotions import EMOTION_NAMES, suggest_emotion
 from duplexsim.core.errors import AudioFileError, BenchmarkError, Problem
 from duplexsim.core.names import NAME
+from duplexsim.core.partnerfield import ScriptEntry, parse_partner
 
 __all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
 
@@ -38,6 +39,7 @@ _OPTIONAL = (
     "source_id",
     "reference_scores",
     "meta",
+    "partner",
 )
 _TASK = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
@@ -58,6 +60,16 @@ class Sample:
     meta: Mapping[str, Any] = field(default_factory=dict)
     context_duration_s: float | None = None
     reference_duration_s: float | None = None
+    # a reactive partner script (``core.partnerfield``): the user's side reacts to the model
+    partner: tuple[ScriptEntry, ...] = ()
+
+    @property
+    def audio(self) -> tuple[Path, ...]:
+        """Every audio file the sample names."""
+        paths = [self.context, self.reference]
+        for e in self.partner:
+            paths += [e.clip, e.reference]
+        return tuple(p for p in paths if p is not None)
 
 
 @dataclass(frozen=True)
@@ -140,12 +152,14 @@ class _LineParser:
         self.lineno = lineno
         self.problems = problems
         self.ok = True
+        self.audio_check: AudioCheck = "full"
 
     def problem(self, field_name: str | None, message: str) -> None:
         self.ok = False
         self.problems.append(Problem(str(self.manifest), self.lineno, field_name, message))
 
     def parse(self, raw: str, audio_check: AudioCheck) -> Sample | None:
+        self.audio_check = audio_check
         try:
             obj = safejson.loads(raw)
         except safejson.JsonError as exc:
@@ -168,6 +182,7 @@ class _LineParser:
         meta = obj.get("meta", {})
         if not isinstance(meta, dict):
             self.problem("meta", f"expected an object, got {_kind(meta)}")
+        partner = parse_partner(obj["partner"], self) if "partner" in obj else ()
         if context and turn_start is not None and turn_start > context[1].duration_s:
             self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
         if not self.ok:
@@ -190,7 +205,29 @@ class _LineParser:
             reference_duration_s=reference[1].duration_s
             if reference and reference[1].frames
             else None,
+            partner=partner or (),
         )
+
+    # the checks ``parse_partner`` applies to a step's values, reported under ``label``
+    def audio_at(self, label: str, value: object) -> tuple[Path, float | None] | None:
+        found = self._audio({label: value}, label, self.audio_check)
+        if found is None:
+            return None
+        return found[0], found[1].duration_s if found[1].frames else None
+
+    def number_at(self, label: str, value: object) -> float | None:
+        if value is None:
+            self.problem(label, "expected a number, got null")
+            return None
+        return self._number({label: value}, label)
+
+    def emotion_at(self, label: str, value: object) -> str | None:
+        emotion = self._emotion({"emotion": value}, label)
+        return emotion
+
+    def suggest(self, name: str, options: Sequence[str]) -> str:
+        near = _closest(name, tuple(options))
+        return f" (did you mean '{near}'?)" if near else ""
 
     def _check_fields(self, obj: dict[str, Any]) -> None:
         for name in _REQUIRED:
@@ -227,12 +264,12 @@ class _LineParser:
         self.problem(name, f"expected a string, got {_kind(value)}")
         return None
 
-    def _emotion(self, obj: dict[str, Any]) -> str | None:
+    def _emotion(self, obj: dict[str, Any], label: str = "emotion") -> str | None:
         value = obj.get("emotion")
         if "emotion" not in obj:
             return None
         if not isinstance(value, str):
-            self.problem("emotion", f"expected a string, got {_kind(value)}")
+            self.problem(label, f"expected a string, got {_kind(value)}")
             return None
         if value not in EMOTION_NAMES:
             near = suggest_emotion(value)
@@ -241,7 +278,7 @@ class _LineParser:
                 if near
                 else "expected one of: " + ", ".join(EMOTION_NAMES)
             )
-            self.problem("emotion", f"unknown emotion {value!r} ({hint})")
+            self.problem(label, f"unknown emotion {value!r} ({hint})")
             return None
         return value
 

@@ -196,7 +196,7 @@ def _check_writable(run_dir: Path) -> None:
 def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> dict[str, Any]:
     """What the run measured with, written once when it starts: the benchmark (a digest of its
     manifest and audio), the model and where it really was, every setting, package versions."""
-    audio = [p for s in bench for p in (s.context, s.reference) if p is not None]
+    audio = [p for s in bench for p in s.audio]
     return {
         "run_id": opts.run_id,
         "model": profile.describe(),
