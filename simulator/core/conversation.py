@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from duplexsim.core.partner import ReplyState
-from duplexsim.core.turns import EndReason, ReplyDetector, TurnSettings
+from duplexsim.core.turns import ReplyDetector, TurnSettings
 
 __all__ = ["TALKED_OVER", "YIELD_GAP_S", "Conversation", "UserTurn"]
 
@@ -79,6 +79,7 @@ class Conversation:
         first = ReplyDetector(settings, context_end_s=math.inf, window_start_s=window_start_s)
         self.turns = [UserTurn(window_start_s, math.inf, first)]
         self._onsets: dict[int, float] = {}
+        self._reported: set[int] = set()  # turns whose end ``tick`` has told
 
     @property
     def first(self) -> ReplyDetector:
@@ -139,14 +140,17 @@ class Conversation:
             if t.open
         )
 
-    def tick(self, now_s: float, model_at: ModelAt) -> list[tuple[int, EndReason]]:
-        """Advance time; the replies that ended now, by turn."""
+    def tick(self, now_s: float, model_at: ModelAt) -> list[tuple[int, str]]:
+        """Advance time; the replies that ended (or stopped) since the last tick, by turn, with
+        the reason."""
         ended = []
         for k, turn in enumerate(self.turns):
             if turn.open:
-                reason = turn.detector.tick(now_s, model_at(turn.detector.last_voiced_end_s))
-                if reason is not None:
-                    ended.append((k, reason))
+                turn.detector.tick(now_s, model_at(turn.detector.last_voiced_end_s))
+            reason = turn.end_reason
+            if reason is not None and k not in self._reported:
+                self._reported.add(k)
+                ended.append((k, reason))
         return ended
 
     def onset_s(self, k: int) -> float | None:

@@ -23,6 +23,7 @@ Every step ends as one ``PartnerEvent``: fired (when, why) or skipped (why).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -173,10 +174,14 @@ def _r(x: float | None) -> float | None:
 
 class Partner:
     """Runs a ``PartnerScript`` against a ``ReplyView``. ``context_end_s``: where turn 0 (the
-    context) ends on the timeline."""
+    context) ends on the timeline; ``sample_rate``: clips start on that rate's samples (the
+    first at or after the instant decided)."""
 
-    def __init__(self, script: PartnerScript, context_end_s: float) -> None:
+    def __init__(
+        self, script: PartnerScript, context_end_s: float, *, sample_rate: int | None = None
+    ) -> None:
         self.script = script
+        self.rate = sample_rate
         self._order = list(script.sequence)
         self._pending_distractors = list(script.distractors)
         self._next = 0  # position in ``_order`` of the armed step
@@ -281,6 +286,8 @@ class Partner:
     def _fire(self, i: int, due_s: float, start_s: float, why: str) -> PartnerEvent:
         step = self.script.steps[i]
         at = max(due_s, start_s)
+        if self.rate is not None:
+            at = math.ceil(at * self.rate - 1e-6) / self.rate
         clip_end = at + self.script.clip_s[step.clip]
         self._clips_end_s = max(self._clips_end_s, clip_end)
         opened = None

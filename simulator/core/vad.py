@@ -128,6 +128,16 @@ class SpeechRuns:
         self._lo = self._hi = 0.0
         self._confirmed = False
 
+    @property
+    def decided(self) -> int:
+        """Frames whose decision is final: all but a run not yet found to be speech, or the gap
+        a run that counts may still go on over."""
+        if self._start is None:
+            return self.frames_done
+        if not self._confirmed:
+            return self._start
+        return min(self.frames_done, self._last + 1)
+
     def push(self, flags: BoolArray, levels: NDArray[np.float64]) -> list[tuple[int, int]]:
         """Spans [first, end) of frames found to be speech by these frames (in order)."""
         spans: list[tuple[int, int]] = []
@@ -248,6 +258,11 @@ class StreamingVad:
         self._vad = webrtcvad.Vad(self.cfg.aggressiveness) if self.cfg.kind == "webrtc" else None
         self._runs = SpeechRuns(self.cfg)
         self.frames_done = 0
+
+    @property
+    def decided_frames(self) -> int:
+        """Frames from the stream's start whose speech decision is final."""
+        return self._runs.decided
 
     def speech(self, samples: FloatArray) -> list[tuple[int, int]]:
         """Spans [first, end) of frames (from the stream's start) found to be speech by this

@@ -34,6 +34,7 @@ from duplexsim.clients.base import (
     SpeechStopped,
     Transcript,
 )
+from duplexsim.core.conversation import Conversation, UserTurn
 from duplexsim.core.errors import Disconnected, ProtocolError, SessionError
 from duplexsim.core.intake import AHEAD_MARGIN_S, Intake
 from duplexsim.core.records import EventRecords
@@ -50,7 +51,7 @@ from duplexsim.core.timing import (
     speech_end,
 )
 from duplexsim.core.turns import EndReason, ReplyDetector, TurnSettings
-from duplexsim.core.vad import BEFORE_RUN_RULE, StreamingVad, VadConfig
+from duplexsim.core.vad import BEFORE_RUN_RULE, StreamingVad, VadConfig, refine_bounds
 from duplexsim.session.eventloop import stall_log
 from duplexsim.session.eventpump import EventPump
 from duplexsim.session.stalls import StallLog
@@ -156,6 +157,9 @@ class SessionOutcome:
     retryable: bool = False
     retry_after_s: float | None = None
     wall_s: float = 0.0
+    # a partner's session: each user turn and the model's reply to it, and the partner's steps
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    partner: list[dict[str, Any]] = field(default_factory=list)
 
     @functools.cached_property
     def events(self) -> list[dict[str, Any]]:
@@ -183,11 +187,14 @@ class _Session:
         self.frame_ms = settings.frame_ms or self.caps.frame_ms
         self.schedule = Schedule(self.frame_ms / 1000.0)
         self.frame_len = self.caps.input_rate * self.frame_ms // 1000
-        # the user's turn ends where its source says (a fixed context: at its last frame)
-        self.detector = ReplyDetector(
-            settings.turns, context_end_s=math.inf, window_start_s=window_start_s
-        )
         self.track = OutputTrack(self.caps.output_rate, bridge_s=settings.bridge_s)
+        # the user's turns and the model's reply to each (the context's turn ends where its
+        # source says: a fixed context at its last frame); one decision for the session and for
+        # a partner that reacts to it
+        self.replies = Conversation(
+            settings.turns, window_start_s=window_start_s, refine=self._refine_onset
+        )
+        self.partner_events: list[dict[str, Any]] = []
         # what a server may send is bounded: a flood fails the session instead of filling memory
         self.intake = Intake(self.caps.output_rate, settings.turns.max_reply_s + AHEAD_MARGIN_S)
         self.vad = StreamingVad(self.caps.output_rate, settings.vad)
@@ -210,8 +217,15 @@ class _Session:
         self.closed_at_s: float | None = None  # where the model's stream stopped, if it closed
 
     @property
+    def detector(self) -> ReplyDetector:
+        """The reply to the context: the session's own."""
+        return self.replies.first
+
+    @property
     def done(self) -> bool:
-        return self.detector.ended is not None or self.ended_by is not None
+        if self.ended_by is not None:
+            return True
+        return self.user.finished(self.replies, self.schedule.due(self.frames_sent))
 
     def log(self, t: float, direction: str, kind: str, **fields: Any) -> None:
         # every text a server sends (transcripts, error messages) passes here on its way to a file
@@ -230,6 +244,7 @@ class _Session:
         spans = self.vad.speech(self.track.segment(self.vad_end, end))
         self.vad_end = end
         self._voiced(spans)
+        self.replies.heard(self.vad.decided_frames * self.vad.cfg.frame_s)
 
     def finish_vad(self) -> None:
         """The stream is over (closed, or the session ended): the VAD decides on its last audio
@@ -238,21 +253,34 @@ class _Session:
             self.advance_vad()
             self.vad_finished = True
             self._voiced(self.vad.finish())
+            self.replies.heard(self.vad.decided_frames * self.vad.cfg.frame_s)
 
     def _voiced(self, spans: list[tuple[int, int]]) -> None:
         frame_s = self.vad.cfg.frame_s
         for lo, hi in spans:
             lo = max(lo, self.first_frame)
             if hi > lo:
-                self.detector.voiced(lo * frame_s, hi * frame_s)
+                self.replies.voiced(lo * frame_s, hi * frame_s)
+
+    def _refine_onset(self, onset_s: float) -> float:
+        """An onset on the VAD's frame grid, to the sample on the track (as ``reply`` refines
+        it: the audio around its first frame is final once that frame is speech)."""
+        first = round(onset_s / self.settings.vad.frame_s)
+        frame = self.caps.output_rate * self.settings.vad.frame_ms // 1000
+        x = self.track.segment(0, (first + 2) * frame)
+        return refine_bounds(x, self.caps.output_rate, first, first + 1, self.settings.vad)[0]
 
     def model_s(self) -> float | None:
-        """How far the model's own audio has got: a stream that sends its silence is heard
-        out in its own time (its last speech, and the stream it sent after that, however late
-        it came); for others time passing is their silence (None: now)."""
+        """How far the model's own audio has got past the context's reply's last speech."""
+        return self.model_at(self.detector.last_voiced_end_s)
+
+    def model_at(self, last: float | None) -> float | None:
+        """How far the model's own audio has got past its speech ending at ``last``: a stream
+        that sends its silence is heard out in its own time (its last speech, and the stream it
+        sent after that, however late it came); for others time passing is their silence (None:
+        now)."""
         if not self.caps.continuous_output:
             return None
-        last = self.detector.last_voiced_end_s
         if last is None:
             return self.track.stream_end_s
         return last + self.track.stream_after_s(last)
@@ -267,14 +295,16 @@ class _Session:
         seen = min(self.clock() - self.t0, self.schedule.due(self.frames_sent))
         return max(seen, self.track.stream_end_s)
 
-    def tick(self, now_s: float) -> EndReason | None:
-        """Advance the detector; the VAD catches up in batches, and always before an ending."""
+    def tick(self, now_s: float) -> list[tuple[int, str]]:
+        """Advance the replies; the VAD catches up in batches, always before an ending, and
+        every frame for a user who listens. The replies that ended now, by turn."""
         if (
-            self.track.end_samples - self.vad_end >= self.vad_batch
-            or self.detector.pending(now_s, self.model_s()) is not None
+            self.user.listening
+            or self.track.end_samples - self.vad_end >= self.vad_batch
+            or self.replies.pending(now_s, self.model_at)
         ):
             self.advance_vad()
-        return self.detector.tick(now_s, self.model_s())  # after the VAD: its last speech
+        return self.replies.tick(now_s, self.model_at)  # after the VAD: its last speech
 
     async def stream(self) -> None:
         """Frames on the absolute schedule; after each, the events received since, then the
@@ -283,6 +313,8 @@ class _Session:
         if self.user.turn_over(0):
             await self._end_turn(0)  # an empty context: the turn is over before it began
         while not self.done:
+            if self.user.listening:
+                self._listen(n)
             chunk, message = await self.user.frame(n)
             due = self.t0 + self.schedule.due(n)
             delay = due - self.clock()
@@ -314,14 +346,23 @@ class _Session:
                 await self._end_turn(n)
             self._drain_events()
             self._check_stall(sent)
-            reason = self.tick(self.schedule.due(n))
-            if reason is not None and self.ended_by is None:
-                self.log(self.clock() - self.t0, "local", "reply_end", reason=reason.value)
+            for turn, reason in self.tick(self.schedule.due(n)):
+                if self.ended_by is None:
+                    more = {"turn": turn} if turn else {}
+                    self.log(self.clock() - self.t0, "local", "reply_end", reason=reason, **more)
+
+    def _listen(self, n: int) -> None:
+        """The user decides before frame ``n`` is built; its decisions are recorded."""
+        start, end = self.schedule.due(n), self.schedule.due(n + 1)
+        for event in self.user.listen(self.replies, start, end):
+            self.partner_events.append(event)
+            self.log(self.clock() - self.t0, "user", "partner", **event)
 
     async def _end_turn(self, frames: int) -> None:
         """The user's turn is over after ``frames`` frames."""
         self.turn_frames = frames
-        self.detector.context_end_s = end_s = self.schedule.due(frames)
+        end_s = self.schedule.due(frames)
+        self.replies.set_context_end(end_s)
         # when it was seen, and where on the timeline the turn ended (the media time sent)
         self.log(self.clock() - self.t0, "local", "context_end", end_s=round(end_s, 6))
         if self.caps.manual_commit:
@@ -364,7 +405,7 @@ class _Session:
             self.log(t, "recv", "end_of_turn")
             self.advance_vad()
             # a burst sent faster than real time is over only once it has played out
-            self.detector.end_of_turn(max(t, self.track.end_s))
+            self.replies.end_of_turn(max(t, self.track.end_s))
         elif isinstance(event, Transcript):
             self.intake.text(len(event.text))
             self.log(t, "recv", "transcript", text=event.text, final=event.final)
@@ -414,10 +455,12 @@ class _Session:
         if self.tap is not None and not placed.silent:
             self.tap.on_placed(samples, placed.start_s)
 
-    def reply(self, speech_end_s: float | None, output: NDArray[np.float32]) -> ReplyTiming:
+    def reply(
+        self, speech_end_s: float | None, output: NDArray[np.float32], turn: int = 0
+    ) -> ReplyTiming:
         """The reply's timing from the detector's own speech frames (the one decision), refined
-        to the sample on the track."""
-        d = self.detector
+        to the sample on the track; ``turn``: the reply to that user turn."""
+        d = self.replies.turns[turn].detector
         if d.onset_s is None or d.last_voiced_end_s is None:
             return ReplyTiming(speech_end_s, None, None, None, None, 0.0)
         frame_s = self.settings.vad.frame_s
@@ -474,6 +517,18 @@ class _Session:
             if not r.recv_silent[i] and placed <= position_s < placed + r.recv_samples[i] / rate:
                 return r.recv_t[i]
         return position_s
+
+    def turn_records(
+        self, speech_end_s: float | None, output: NDArray[np.float32]
+    ) -> list[dict[str, Any]]:
+        """Each user turn and the reply to it, for a user who listens (a partner)."""
+        if not self.user.listening:
+            return []
+        out = []
+        for k, turn in enumerate(self.replies.turns):
+            end = speech_end_s if k == 0 else turn.speech_end_s
+            out.append(_turn_record(k, turn, self.reply(end, output, k)))
+        return out
 
     def truncated(self, deadline: bool) -> str | None:
         """Why the reply was cut short, if it was: its maximum length, the session's deadline,
@@ -589,7 +644,32 @@ async def run_session(
     timing = None if error is not None else s.reply(speech_end_s, output)
     truncated = None if error is not None else s.truncated(timed_out)
     window = None if timing is None else s.latency_window(timing, loop_stalls, server_stalls)
-    return _outcome(s, sent, output, timing, error, truncated, wall_s, window)
+    outcome = _outcome(s, sent, output, timing, error, truncated, wall_s, window)
+    if error is None:
+        outcome.turns = s.turn_records(speech_end_s, output)
+    outcome.partner = s.partner_events
+    return outcome
+
+
+def _turn_record(k: int, turn: UserTurn, timing: ReplyTiming) -> dict[str, Any]:
+    def r(x: float | None) -> float | None:
+        return None if x is None or math.isinf(x) else round(x, 6)
+
+    return {
+        "turn": k,
+        "start_s": r(turn.start_s),
+        "end_s": r(turn.end_s),
+        "speech_end_s": r(timing.speech_end_s),
+        "onset_s": r(timing.onset_s),
+        "offset_s": r(timing.offset_s),
+        "latency_s": r(timing.latency_s),
+        "duration_s": r(timing.duration_s),
+        "overlap_s": r(timing.overlap_s),
+        "end_reason": turn.end_reason,
+        "ended_at_s": r(turn.ended_at_s),
+        "talked_over_s": r(turn.talked_over_s),
+        "stopped_s": r(turn.stopped_s),
+    }
 
 
 def _reply_limit(detector: ReplyDetector, max_reply_s: float) -> float | None:
@@ -625,8 +705,8 @@ def _outcome(
         status, reason = "no-reply", EndReason.NO_REPLY.value
     else:
         status = "ok"
-        ended = s.detector.ended
-        reason = ended.value if ended is not None else s.ended_by or "deadline"
+        ended = s.replies.turns[0].end_reason  # talked over by a partner, or the detector's
+        reason = ended if ended is not None else s.ended_by or "deadline"
     check = check_timing(
         s.records.send_errors(),
         s.records.loop_lags(),

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient, WireMessage
 from duplexsim.core.audio import frame_signal, resample
+from duplexsim.core.conversation import Conversation
 
 __all__ = ["CONTEXT_RATE", "FixedContext", "LiveInput", "LiveSource", "UserAudio"]
 
@@ -25,6 +26,18 @@ Frame = tuple[NDArray[np.float32], WireMessage | None]  # the samples, and their
 class UserAudio(Protocol):
     max_turn_s: float  # the longest the user's turn can last (for the session's deadline)
     fixed_turn: bool  # the turn's end is known before streaming (its frames are all there)
+    # it reacts to the model (a partner): the session keeps the model's speech decided up to
+    # each frame for it, and asks it before each frame
+    listening: bool
+
+    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+        """Before the frame [start_s, end_s) is built: what the user decides, seeing the model's
+        replies so far; the decisions as events to record."""
+        ...
+
+    def finished(self, replies: Conversation, now_s: float) -> bool:
+        """The user has nothing more to say and the reply to its last turn is over."""
+        ...
 
     async def prepare(self, client: DuplexClient, rate: int, frame_len: int) -> None:
         """Before connecting: get the frames ready (encoded ahead where the client can)."""
@@ -55,6 +68,7 @@ class FixedContext:
     """A sample's context (16 kHz), then silence for as long as the session lasts."""
 
     fixed_turn = True
+    listening = False
 
     def __init__(self, context: NDArray[np.float32]) -> None:
         self.context = context
@@ -80,6 +94,12 @@ class FixedContext:
 
     async def start(self) -> None:
         return None
+
+    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+        return []
+
+    def finished(self, replies: Conversation, now_s: float) -> bool:
+        return replies.reply(0).ended_at_s is not None
 
     async def frame(self, n: int) -> Frame:
         if n < len(self.frames):
@@ -125,6 +145,7 @@ class LiveSource:
     soon as it is there), the turn over when the source says so."""
 
     fixed_turn = False
+    listening = False
 
     def __init__(self, live: LiveInput) -> None:
         self.live = live
@@ -137,6 +158,12 @@ class LiveSource:
 
     async def start(self) -> None:
         await self.live.start(self._rate, self._frame_len)
+
+    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+        return []
+
+    def finished(self, replies: Conversation, now_s: float) -> bool:
+        return replies.reply(0).ended_at_s is not None
 
     async def frame(self, n: int) -> Frame:
         chunk = await self.live.read()

@@ -22,6 +22,8 @@ from duplexsim.clients.fakekit.behaviours.kinds import (
     Echo,
     Neutral,
     Silent,
+    StopOnOverlap,
+    TalkThrough,
     synthetic_voice,
 )
 from duplexsim.core.errors import ConfigError
@@ -35,6 +37,8 @@ __all__ = [
     "Neutral",
     "Silent",
     "Step",
+    "StopOnOverlap",
+    "TalkThrough",
     "UserTurn",
     "behaviour_factory",
     "make_behaviour",
@@ -42,7 +46,8 @@ __all__ = [
 ]
 
 _KINDS: dict[str, type[Behaviour]] = {
-    cls.name: cls for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn)
+    cls.name: cls
+    for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn, TalkThrough, StopOnOverlap)
 }
 BEHAVIOURS: tuple[str, ...] = tuple(_KINDS)
 

@@ -164,6 +164,16 @@ class Behaviour(ABC):
     def _on_speech_started(self, onset: int, now: int) -> None:  # noqa: B027 - optional hook
         """The user's speech began at sample ``onset``; detected at ``now``."""
 
+    def _on_talked_over(self, onset: int, now: int) -> None:  # noqa: B027 - optional hook
+        """The user began to speak at ``onset`` while the model replies; detected at ``now``
+        (by default the model talks on)."""
+
+    def _cut_at(self, index: int) -> None:
+        """The reply being played stops at input sample ``index`` (nothing of it after)."""
+        if self._reply is not None:
+            at, audio = self._reply
+            self._reply = (at, audio[: max(0, index - at)]) if index > at else None
+
     @abstractmethod
     def _on_turn_end(self, turn: UserTurn, now: int) -> None:
         """The user's turn ended while the model is not replying."""
@@ -186,6 +196,8 @@ class Behaviour(ABC):
         self._onset = self._refine(self._turn_begin, hi, onset=True, default=first)
         if not self.replying:
             self._on_speech_started(self._onset, now)
+        else:
+            self._on_talked_over(self._onset, now)
 
     def _turn_ended(self, edge: _Edge, now: int) -> None:
         self._floor_frame = edge.at_frame + 1

@@ -11,7 +11,17 @@ from numpy.typing import NDArray
 from duplexsim.clients.fakekit.behaviours.base import Behaviour, FloatArray, UserTurn
 from duplexsim.core.vad import speech_bounds
 
-__all__ = ["BargeIn", "DelayedEcho", "Echo", "Neutral", "Silent", "synthetic_voice"]
+__all__ = [
+    "BargeIn",
+    "DelayedEcho",
+    "Echo",
+    "Neutral",
+    "Silent",
+    "StopOnOverlap",
+    "TalkThrough",
+    "synthetic_voice",
+    "utterance",
+]
 
 _FORMANTS = ((600.0, 250.0), (1300.0, 350.0), (2500.0, 500.0))  # (centre Hz, width Hz)
 
@@ -37,6 +47,25 @@ def synthetic_voice(
         x[n - fade :] *= ramp[::-1]
     top = float(np.max(np.abs(x))) if n else 0.0
     return (x * (peak / top) if top else x).astype(np.float32)
+
+
+def utterance(
+    sample_rate: int, duration_s: float = 2.0, *, pause_at_s: float = 0.0, pause_s: float = 0.0
+) -> FloatArray:
+    """``synthetic_voice`` of ``duration_s``, silent for ``pause_s`` from ``pause_at_s`` on (a
+    pause inside a reply: where a listener may backchannel)."""
+    voice = synthetic_voice(sample_rate, duration_s)
+    if pause_s <= 0 or not 0 < pause_at_s < duration_s:
+        return voice
+    at = round(pause_at_s * sample_rate)
+    first, rest = voice[:at].copy(), voice[at:].copy()
+    fade = min(round(0.01 * sample_rate), first.size, rest.size)
+    if fade:
+        ramp = (np.arange(1, fade + 1) / fade).astype(np.float32)
+        first[-fade:] *= ramp[::-1]
+        rest[:fade] *= ramp
+    gap = np.zeros(round(pause_s * sample_rate), dtype=np.float32)
+    return np.concatenate((first, gap, rest))
 
 
 class Silent(Behaviour):
@@ -120,3 +149,35 @@ class BargeIn(Neutral):
 
     def _on_turn_end(self, turn: UserTurn, now: int) -> None:
         pass  # it already had its say
+
+
+class TalkThrough(Neutral):
+    """Says its utterance after each turn and talks on whatever the user does over it (an
+    interruption, a backchannel): it never stops; a turn that ends while it talks gets no reply.
+    ``utterance_s`` long, with a pause of ``pause_s`` at ``pause_at_s`` (none by default)."""
+
+    name = "talk-through"
+
+    def __init__(
+        self,
+        sample_rate: int,
+        *,
+        utterance_s: float = 2.0,
+        pause_at_s: float = 0.0,
+        pause_s: float = 0.0,
+        **kw: Any,
+    ) -> None:
+        if utterance_s <= 0 or pause_s < 0 or pause_at_s < 0:
+            raise ValueError("utterance_s must be positive; pause_at_s, pause_s not negative")
+        voice = utterance(sample_rate, utterance_s, pause_at_s=pause_at_s, pause_s=pause_s)
+        super().__init__(sample_rate, utterance=voice, **kw)
+
+
+class StopOnOverlap(TalkThrough):
+    """As ``TalkThrough``, but stops as soon as it hears the user speak over it, and answers
+    the turn that made it stop once that turn ends (a backchannel too: it takes it for a turn)."""
+
+    name = "stop-on-overlap"
+
+    def _on_talked_over(self, onset: int, now: int) -> None:
+        self._cut_at(now)

@@ -13,6 +13,7 @@ from duplexsim.clients.fakekit.behaviours import (
     make_behaviour,
     synthetic_voice,
 )
+from duplexsim.clients.fakekit.behaviours.kinds import utterance
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.vad import frame_flags, speech_bounds
 
@@ -178,12 +179,26 @@ def test_unknown_behaviour_names_the_known_ones() -> None:
         make_behaviour("parrot", RATE)
     for name in BEHAVIOURS:
         assert name in str(err.value)
-    assert set(BEHAVIOURS) == {"echo", "silent", "neutral", "delayed-echo", "barge-in"}
+    assert set(BEHAVIOURS) == {
+        "echo",
+        "silent",
+        "neutral",
+        "delayed-echo",
+        "barge-in",
+        "talk-through",
+        "stop-on-overlap",
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "params"),
-    [("echo", {"echo_s": 0}), ("delayed-echo", {"latency_s": -1}), ("silent", {"bogus": 1})],
+    [
+        ("echo", {"echo_s": 0}),
+        ("delayed-echo", {"latency_s": -1}),
+        ("silent", {"bogus": 1}),
+        ("talk-through", {"utterance_s": 0}),
+        ("stop-on-overlap", {"pause_s": -1}),
+    ],
 )
 def test_bad_parameters_are_config_errors(name: str, params: dict[str, float]) -> None:
     with pytest.raises(ConfigError, match=name):
@@ -207,3 +222,40 @@ def test_an_interrupted_reply_stops_and_the_next_turn_gets_its_own() -> None:
     _, steps = run(b, clip(("speech", 0.8), ("silence", 0.6)), 320)
     assert sum(s.reply_started for _, s in steps) == 1  # the new turn is answered
     assert len(b.turns) == 2
+
+
+def _talked_over(name: str) -> tuple[np.ndarray, list[tuple[int, Step]], Behaviour]:
+    """A turn, its reply (2 s from about 1.6 s), and 0.5 s of the user over it at 2.5 s."""
+    b = make_behaviour(name, RATE)
+    x = clip(("speech", 1.0), ("silence", 1.5), ("speech", 0.5), ("silence", 3.0))
+    out, steps = run(b, x, 320)
+    return out, steps, b
+
+
+def test_talk_through_never_stops_and_leaves_the_turn_over_it_unanswered() -> None:
+    out, steps, b = _talked_over("talk-through")
+    start = first_nonzero(out)
+    assert np.count_nonzero(out) == pytest.approx(2 * RATE, abs=10)  # the whole utterance
+    assert np.flatnonzero(out)[-1] - start == pytest.approx(2 * RATE, abs=10)
+    assert len(b.turns) == 2 and sum(s.reply_started for _, s in steps) == 1
+
+
+def test_stop_on_overlap_stops_where_it_hears_the_user_then_answers_that_turn() -> None:
+    out, steps, b = _talked_over("stop-on-overlap")
+    heard = next(i for i, s in steps if s.speech_started and i > RATE)  # the user over it
+    voiced = np.flatnonzero(out)
+    first_reply = voiced[voiced < 3 * RATE]
+    assert 2.5 * RATE < first_reply[-1] + 1 <= heard + 320  # cut in the chunk that heard it
+    assert sum(s.reply_started for _, s in steps) == 2  # and it answered the interruption
+    assert sum(s.reply_done for _, s in steps) == 2
+    second = voiced[voiced > 3 * RATE]
+    assert second[0] >= b.turns[1].end  # after the turn that made it stop
+
+
+def test_an_utterance_with_a_pause_is_silent_there() -> None:
+    voice = utterance(RATE, 2.0, pause_at_s=1.0, pause_s=0.6)
+    assert voice.size == round(2.6 * RATE)
+    assert not voice[RATE : RATE + round(0.6 * RATE)].any()
+    assert voice[: RATE - 200].any() and voice[round(1.6 * RATE) + 200 :].any()
+    b = make_behaviour("talk-through", RATE, utterance_s=2.0, pause_at_s=1.0, pause_s=0.6)
+    assert np.array_equal(b.utterance, voice)
