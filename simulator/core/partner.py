@@ -201,7 +201,8 @@ class Partner:
         self, view: ReplyView, frame_start_s: float, frame_end_s: float
     ) -> list[PartnerEvent]:
         """Before the user's frame [frame_start_s, frame_end_s) is built: the steps that fire in
-        it (or are skipped), in order. A step fired here arms the next, which may fire too."""
+        it (or are skipped), in order. A step fired or skipped here arms the next, which may fire
+        too, unless it opened a turn (the caller opens it in the view before the next frame)."""
         out: list[PartnerEvent] = []
         for i in list(self._pending_distractors):
             step = self.script.steps[i]
@@ -215,6 +216,8 @@ class Partner:
                 break
             out.append(event)
             self._next += 1
+            if event.opened is not None:
+                break  # the next step watches a turn that begins in this frame: from the next
         self.events.extend(out)
         return out
 

@@ -138,6 +138,14 @@ class SpeechRuns:
             return self._start
         return min(self.frames_done, self._last + 1)
 
+    def decided_through_silence(self, until: int) -> int:
+        """Frames decided if the stream is silent from here up to frame ``until``: a run whose
+        last voiced frame (or a partial frame not yet classified) lies more than ``max_gap``
+        before ``until`` is over."""
+        if self._start is None or until > max(self._last, self.frames_done) + self.max_gap + 1:
+            return max(until, self.decided)
+        return self.decided
+
     def push(self, flags: BoolArray, levels: NDArray[np.float64]) -> list[tuple[int, int]]:
         """Spans [first, end) of frames found to be speech by these frames (in order)."""
         spans: list[tuple[int, int]] = []
@@ -263,6 +271,10 @@ class StreamingVad:
     def decided_frames(self) -> int:
         """Frames from the stream's start whose speech decision is final."""
         return self._runs.decided
+
+    def decided_through_silence(self, until: int) -> int:
+        """Frames decided if the stream is silent from what it has had up to frame ``until``."""
+        return self._runs.decided_through_silence(until)
 
     def speech(self, samples: FloatArray) -> list[tuple[int, int]]:
         """Spans [first, end) of frames (from the stream's start) found to be speech by this

@@ -304,7 +304,24 @@ class _Session:
             or self.replies.pending(now_s, self.model_at)
         ):
             self.advance_vad()
+        if self.user.listening:
+            self.replies.heard(self.heard_s(now_s))
         return self.replies.tick(now_s, self.model_at)  # after the VAD: its last speech
+
+    def heard_s(self, now_s: float) -> float:
+        """How far the model's speech is decided: the VAD's final frames, and past the audible
+        end the silence the model has sent since (a stream that sends nothing: time passing),
+        once the VAD has had all of the audible audio."""
+        vad, frame_s = self.vad, self.vad.cfg.frame_s
+        if self.vad_end < self.track.end_samples:
+            return vad.decided_frames * frame_s
+        # a stream that sends nothing may still bridge a chunk late by bridge_s to its audio
+        silence = (
+            self.track.stream_end_s
+            if self.caps.continuous_output
+            else now_s - self.settings.bridge_s
+        )
+        return vad.decided_through_silence(math.floor(silence / frame_s + 1e-9)) * frame_s
 
     async def stream(self) -> None:
         """Frames on the absolute schedule; after each, the events received since, then the
