@@ -222,13 +222,13 @@ class Partner:
         return out
 
     def finished(self, view: ReplyView, now_s: float) -> bool:
-        """Every step has fired or been skipped, every clip has played, and the reply to the
-        last turn is over."""
+        """Every step has fired or been skipped, every clip has played, and every reply is
+        over (one talked over too: the model may talk on past the turn that interrupted it)."""
         return (
             self.armed is None
             and not self._pending_distractors
             and now_s >= self._clips_end_s - EPS
-            and view.reply(self.turn).ended_at_s is not None
+            and all(view.reply(k).ended_at_s is not None for k in range(self._turns))
         )
 
     def _step(

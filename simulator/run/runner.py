@@ -36,6 +36,7 @@ from duplexsim.core.benchmark import Benchmark, Sample
 from duplexsim.core.bundle import BundleMeta, SampleRef
 from duplexsim.core.errors import ConfigError, StorageError
 from duplexsim.core.names import check_name
+from duplexsim.core.partnerfield import ScriptEntry
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
@@ -55,7 +56,9 @@ from duplexsim.session.engine import (
     SessionTap,
     run_session,
 )
+from duplexsim.session.partneraudio import PartnerAudio, PartnerClips
 from duplexsim.session.stalls import StallLog
+from duplexsim.session.useraudio import UserAudio
 
 __all__ = ["RunOptions", "execute_run", "in_shard", "outcome_row", "parse_shard"]
 
@@ -136,6 +139,12 @@ def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], f
     """Decode a context at 16 kHz and find the end of Speaker A's speech (runs in the pool)."""
     samples = read_audio(path, sample_rate=CONTEXT_RATE).samples
     return samples, speech_end(samples, CONTEXT_RATE, vad)
+
+
+def _prepare_partner(entries: tuple[ScriptEntry, ...], vad: VadConfig) -> PartnerClips:
+    """Decode a partner script's clips at 16 kHz and find where the speech in each ends."""
+    clips = [read_audio(e.clip, sample_rate=CONTEXT_RATE).samples for e in entries]
+    return PartnerClips(entries, clips, [speech_end(c, CONTEXT_RATE, vad) for c in clips])
 
 
 def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
@@ -378,14 +387,22 @@ async def _run_sample(
     context, end_s = await loop.run_in_executor(
         writer.pool, _prepare_context, sample.context, opts.settings.vad
     )
+    clips = None
+    if sample.partner:
+        clips = await loop.run_in_executor(
+            writer.pool, _prepare_partner, sample.partner, opts.settings.vad
+        )
     attempt = 0
     while True:
         attempt += 1
         client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
         started = loop.time()
+        user: UserAudio | NDArray[np.float32] = context
+        if clips is not None:  # a partner reacts to the model: fresh for each attempt
+            user = PartnerAudio(context, clips, opts.settings.turns)
         outcome = await run_session(
             client,
-            context,
+            user,
             opts.settings,
             window_start_s=sample.context_turn_start_s or 0.0,
             speech_end_s=end_s,
@@ -429,6 +446,7 @@ async def _run_sample(
         settings=opts.settings.describe(),
         outcome={},  # filled in by record_session
         attempts=attempt,
+        extra={"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {},
     )
     row = _row(sample, outcome, attempt, folder, opts.run_dir)
     await writer.save(folder, outcome, meta, row)

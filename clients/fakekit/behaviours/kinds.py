@@ -154,7 +154,8 @@ class BargeIn(Neutral):
 class TalkThrough(Neutral):
     """Says its utterance after each turn and talks on whatever the user does over it (an
     interruption, a backchannel): it never stops; a turn that ends while it talks gets no reply.
-    ``utterance_s`` long, with a pause of ``pause_s`` at ``pause_at_s`` (none by default)."""
+    ``utterance_s`` of speech with a pause of ``pause_s`` at ``pause_at_s`` (by default 2 s with
+    a breath of 0.4 s after the first second: shorter than a stop, long enough to backchannel)."""
 
     name = "talk-through"
 
@@ -163,8 +164,8 @@ class TalkThrough(Neutral):
         sample_rate: int,
         *,
         utterance_s: float = 2.0,
-        pause_at_s: float = 0.0,
-        pause_s: float = 0.0,
+        pause_at_s: float = 1.0,
+        pause_s: float = 0.4,
         **kw: Any,
     ) -> None:
         if utterance_s <= 0 or pause_s < 0 or pause_at_s < 0:
