@@ -15,7 +15,7 @@ the manifest gives it, ``partner_script`` the pure script a session runs (``core
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,6 +65,21 @@ class ScriptEntry:
             return NextTurn(clip, self.gap_s, self.timeout_s)
         assert self.at_s is not None
         return Distractor(clip, self.at_s)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptEntry:
+        """The inverse of ``to_dict`` (a recorded script, for replay)."""
+        reference = data.get("reference")
+        return cls(
+            kind=str(data["kind"]),
+            clip=Path(data["clip"]),
+            clip_s=None,
+            **{
+                k: data.get(k)
+                for k in ("after_onset_s", "at_pause_s", "gap_s", "timeout_s", "at_s", "emotion")
+            },
+            reference=None if reference is None else Path(reference),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "clip": str(self.clip)}

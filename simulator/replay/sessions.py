@@ -7,14 +7,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from duplexsim.clients.base import ClientConfig
 from duplexsim.clients.recorded import ReplayClient
 from duplexsim.core.audio import read_audio
 from duplexsim.core.bundle import INPUT, is_bundle, read_events, read_meta
 from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.partnerfield import ScriptEntry
 from duplexsim.core.textable import render_table
 from duplexsim.replay.audit import TimingAudit, audit_bundle
 from duplexsim.session.engine import CONTEXT_RATE, SessionSettings, run_session
+from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
+from duplexsim.session.useraudio import UserAudio
 
 __all__ = ["ReplayResult", "render_replay", "replay_run", "session_bundles"]
 
@@ -86,8 +92,14 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
     if live:
         context = context[: round(_turn_end_s(bundle) * CONTEXT_RATE)]
     client = ReplayClient(ClientConfig(url=str(bundle)))
+    user: UserAudio | NDArray[np.float32] = context
+    script = meta.extra.get("partner")
+    if script:  # the partner decides again, from the same model audio
+        entries = [ScriptEntry.from_dict(step) for step in script]
+        clips = await asyncio.to_thread(read_partner_clips, entries, settings.vad)
+        user = PartnerAudio(context, clips, settings.turns)
     outcome = await run_session(
-        client, context, settings, window_start_s=sample.context_turn_start_s or 0.0
+        client, user, settings, window_start_s=sample.context_turn_start_s or 0.0
     )
     rec = meta.outcome
     replayed_timing = None

@@ -36,7 +36,6 @@ from duplexsim.core.benchmark import Benchmark, Sample
 from duplexsim.core.bundle import BundleMeta, SampleRef
 from duplexsim.core.errors import ConfigError, StorageError
 from duplexsim.core.names import check_name
-from duplexsim.core.partnerfield import ScriptEntry
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
@@ -56,7 +55,7 @@ from duplexsim.session.engine import (
     SessionTap,
     run_session,
 )
-from duplexsim.session.partneraudio import PartnerAudio, PartnerClips
+from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
 from duplexsim.session.stalls import StallLog
 from duplexsim.session.useraudio import UserAudio
 
@@ -139,12 +138,6 @@ def _prepare_context(path: Path, vad: VadConfig) -> tuple[NDArray[np.float32], f
     """Decode a context at 16 kHz and find the end of Speaker A's speech (runs in the pool)."""
     samples = read_audio(path, sample_rate=CONTEXT_RATE).samples
     return samples, speech_end(samples, CONTEXT_RATE, vad)
-
-
-def _prepare_partner(entries: tuple[ScriptEntry, ...], vad: VadConfig) -> PartnerClips:
-    """Decode a partner script's clips at 16 kHz and find where the speech in each ends."""
-    clips = [read_audio(e.clip, sample_rate=CONTEXT_RATE).samples for e in entries]
-    return PartnerClips(entries, clips, [speech_end(c, CONTEXT_RATE, vad) for c in clips])
 
 
 def worker_pool() -> concurrent.futures.ProcessPoolExecutor:
@@ -390,7 +383,7 @@ async def _run_sample(
     clips = None
     if sample.partner:
         clips = await loop.run_in_executor(
-            writer.pool, _prepare_partner, sample.partner, opts.settings.vad
+            writer.pool, read_partner_clips, sample.partner, opts.settings.vad
         )
     attempt = 0
     while True:

@@ -16,14 +16,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient
-from duplexsim.core.audio import resample
+from duplexsim.core.audio import read_audio, resample
 from duplexsim.core.conversation import Conversation
 from duplexsim.core.partner import Partner, PartnerEvent, script_bound_s
 from duplexsim.core.partnerfield import ScriptEntry, partner_script
+from duplexsim.core.timing import speech_end
 from duplexsim.core.turns import TurnSettings
+from duplexsim.core.vad import VadConfig
 from duplexsim.session.useraudio import CONTEXT_RATE, FixedContext, Frame
 
-__all__ = ["PartnerAudio", "PartnerClips"]
+__all__ = ["PartnerAudio", "PartnerClips", "read_partner_clips"]
 
 
 class PartnerClips:
@@ -40,6 +42,13 @@ class PartnerClips:
         self.entries = tuple(entries)
         self.clips = tuple(clips)
         self.speech_end_s = tuple(speech_end_s)
+
+
+def read_partner_clips(entries: Sequence[ScriptEntry], vad: VadConfig) -> PartnerClips:
+    """Decode a script's clips at 16 kHz and find where the speech in each ends (CPU work: a
+    runner does it in its worker pool)."""
+    clips = [read_audio(e.clip, sample_rate=CONTEXT_RATE).samples for e in entries]
+    return PartnerClips(entries, clips, [speech_end(c, CONTEXT_RATE, vad) for c in clips])
 
 
 class PartnerAudio:

@@ -13,6 +13,7 @@ from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.profiles.profile import ModelProfile
+from duplexsim.replay.sessions import replay_run
 from duplexsim.run.runner import RunOptions, execute_run
 from tests.helpers.runs import SETTINGS, short_benchmark
 from tests.helpers.signals import voiced_signal, write_wav
@@ -56,3 +57,7 @@ async def test_a_partner_sample_runs_its_script_and_records_it(tmp_path):
     first = round(interrupt["at_s"] * 16000)
     wait = voiced_signal(0.5, f0=220.0)
     assert np.abs(sent[first : first + wait.size] - wait).max() < 1e-3  # PCM16 in the wav
+    # replayed, the partner decides again from the recorded model: the same session
+    (replayed,) = await replay_run(tmp_path / "runs" / "r", [], concurrency=1)
+    assert replayed.recorded["status"] == replayed.replayed["status"] == "ok"
+    assert replayed.agrees(tolerance_ms=1.0), replayed
