@@ -79,6 +79,9 @@ class Conversation:
         first = ReplyDetector(settings, context_end_s=math.inf, window_start_s=window_start_s)
         self.turns = [UserTurn(window_start_s, math.inf, first)]
         self._onsets: dict[int, float] = {}
+        # all of the model's speech, merged over silences shorter than the yield gap (its
+        # pauses): what a distractor or a backchannel is measured against
+        self.speech: list[list[float]] = []
         self._reported: set[int] = set()  # turns whose end ``tick`` has told
 
     @property
@@ -104,6 +107,10 @@ class Conversation:
 
     def voiced(self, start_s: float, end_s: float) -> None:
         """A speech frame [start_s, end_s) of the model on the timeline (in order)."""
+        if self.speech and start_s - self.speech[-1][1] < self.yield_gap_s - 1e-9:
+            self.speech[-1][1] = max(self.speech[-1][1], end_s)
+        else:
+            self.speech.append([start_s, end_s])
         self._yield(start_s)
         for turn in self.turns:
             if turn.open and (turn.talked_over_s is not None or turn is self.turns[-1]):

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 __all__ = [
+    "DISTRACTOR_LISTEN_S",
+    "DISTRACTOR_WINDOW_S",
     "Backchannel",
     "Distractor",
     "Interrupt",
@@ -43,6 +45,10 @@ __all__ = [
 ]
 
 EPS = 1e-9
+# a model answers a distractor if it starts speaking this soon after the distractor's end; the
+# session listens on that long and for a take-over's length (1 s) more before it ends
+DISTRACTOR_WINDOW_S = 1.0
+DISTRACTOR_LISTEN_S = DISTRACTOR_WINDOW_S + 1.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class PartnerEvent:
     at_s: float | None = None  # where its clip starts on the timeline
     due_s: float | None = None  # where its trigger was met (at_s - due_s: how late it fired)
     opened: TurnOpened | None = None
+    end_s: float | None = None  # where its clip ends
 
     @property
     def late_s(self) -> float:
@@ -162,9 +169,9 @@ class PartnerEvent:
         }
         if self.fired:
             out |= {"clip": self.clip, "at_s": _r(self.at_s), "due_s": _r(self.due_s)}
-            out["late_s"] = _r(self.late_s)
+            out |= {"late_s": _r(self.late_s), "clip_end_s": _r(self.end_s)}
         if self.opened is not None:
-            out |= {"opens_turn": self.opened.turn, "turn_end_s": _r(self.opened.end_s)}
+            out["opens_turn"] = self.opened.turn
         return out
 
 
@@ -222,8 +229,9 @@ class Partner:
         return out
 
     def finished(self, view: ReplyView, now_s: float) -> bool:
-        """Every step has fired or been skipped, every clip has played, and every reply is
-        over (one talked over too: the model may talk on past the turn that interrupted it)."""
+        """Every step has fired or been skipped, every clip has played (a distractor's, and
+        ``DISTRACTOR_LISTEN_S`` after it), and every reply is over (one talked over too: the
+        model may talk on past the turn that interrupted it)."""
         return (
             self.armed is None
             and not self._pending_distractors
@@ -292,11 +300,14 @@ class Partner:
         if self.rate is not None:
             at = math.ceil(at * self.rate - 1e-6) / self.rate
         clip_end = at + self.script.clip_s[step.clip]
-        self._clips_end_s = max(self._clips_end_s, clip_end)
+        listen = DISTRACTOR_LISTEN_S if isinstance(step, Distractor) else 0.0
+        self._clips_end_s = max(self._clips_end_s, clip_end + listen)
         opened = None
         if isinstance(step, Interrupt | NextTurn):
             opened = TurnOpened(self._turns, at, clip_end)
-        event = PartnerEvent(i, step.kind, True, why, self.turn, step.clip, at, due_s, opened)
+        event = PartnerEvent(
+            i, step.kind, True, why, self.turn, step.clip, at, due_s, opened, clip_end
+        )
         if opened is not None:
             self._turns += 1
             self.turn, self._turn_end_s = opened.turn, opened.end_s
@@ -319,7 +330,11 @@ def script_bound_s(script: PartnerScript, per_turn_s: float) -> float:
             wait = step.gap_s + limit
         total += wait + script.clip_s[step.clip]
     late = max(
-        (s.at_s + script.clip_s[s.clip] for s in script.steps if isinstance(s, Distractor)),
+        (
+            s.at_s + script.clip_s[s.clip] + DISTRACTOR_LISTEN_S
+            for s in script.steps
+            if isinstance(s, Distractor)
+        ),
         default=0.0,
     )
     return max(total + per_turn_s, late)

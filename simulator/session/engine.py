@@ -160,6 +160,7 @@ class SessionOutcome:
     # a partner's session: each user turn and the model's reply to it, and the partner's steps
     turns: list[dict[str, Any]] = field(default_factory=list)
     partner: list[dict[str, Any]] = field(default_factory=list)
+    speech: list[list[float]] = field(default_factory=list)  # the model's, pauses merged
 
     @functools.cached_property
     def events(self) -> list[dict[str, Any]]:
@@ -664,6 +665,8 @@ async def run_session(
     outcome = _outcome(s, sent, output, timing, error, truncated, wall_s, window)
     if error is None:
         outcome.turns = s.turn_records(speech_end_s, output)
+        if s.user.listening:
+            outcome.speech = [[round(a, 6), round(b, 6)] for a, b in s.replies.speech]
     outcome.partner = s.partner_events
     return outcome
 

@@ -120,3 +120,14 @@ def test_pending_asks_every_open_reply():
     speak(c, 1.5, 2.0)
     assert not c.pending(2.5, lambda last: None)
     assert c.pending(3.0, lambda last: None)
+
+
+def test_the_models_speech_is_kept_whole_its_pauses_merged():
+    c = Conversation(SETTINGS)
+    c.set_context_end(1.0)
+    speak(c, 1.5, 2.0)
+    speak(c, 2.4, 3.0)  # a 0.4 s pause: the same speech
+    speak(c, 3.5, 4.0)  # 0.5 s: a new stretch
+    c.open_turn(4.5, 5.0)
+    speak(c, 5.2, 5.5)
+    assert c.speech == [[1.5, 3.0], [3.5, 4.0], [5.2, 5.5]]

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from duplexsim.core.partner import (
+    DISTRACTOR_LISTEN_S,
     Backchannel,
     Distractor,
     Interrupt,
@@ -166,8 +167,8 @@ def test_events_record_why_and_when():
         "at_s": 1.5,
         "due_s": 1.5,
         "late_s": 0.0,
+        "clip_end_s": 2.5,
         "opens_turn": 1,
-        "turn_end_s": 2.5,
     }
     assert p.events == [event]
 
@@ -184,4 +185,4 @@ def test_bound_covers_every_wait_and_clip():
     # interrupt: a reply's worth + 1 s clip; next turn: 0.5 + 3 + 2 s clip; the last reply
     assert script_bound_s(s, 10.0) == pytest.approx(10 + 1 + 0.5 + 3 + 2 + 10)
     late = script(Distractor(clip=2, at_s=100.0))
-    assert script_bound_s(late, 10.0) == 102.0
+    assert script_bound_s(late, 10.0) == 102.0 + DISTRACTOR_LISTEN_S

@@ -49,7 +49,7 @@ async def test_a_partner_sample_runs_its_script_and_records_it(tmp_path):
     assert interrupt["fired"] and turn["fired"] and turn["opens_turn"] == 2
     turns = meta["outcome"]["turns"]
     assert [t["turn"] for t in turns] == [0, 1, 2]
-    assert turns[0]["offset_s"] < interrupt["turn_end_s"]  # it stopped when talked over
+    assert turns[0]["offset_s"] < interrupt["clip_end_s"]  # it stopped when talked over
     assert all(t["onset_s"] is not None for t in turns)  # and answered both turns
     events = [json.loads(x) for x in (bundle / "events.jsonl").read_text().splitlines()]
     assert [e["partner"] for e in events if e["kind"] == "partner"] == ["interrupt", "next_turn"]

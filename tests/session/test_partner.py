@@ -10,6 +10,7 @@ import pytest
 
 from duplexsim.clients.fakekit.behaviours import make_behaviour
 from duplexsim.core.partnerfield import ScriptEntry
+from duplexsim.core.partnermetrics import StepResult, step_results
 from duplexsim.core.timing import speech_end
 from duplexsim.core.turns import TurnSettings
 from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
@@ -171,3 +172,59 @@ def test_a_skipped_step_is_recorded_with_why():
     assert not event["fired"] and event["why"] == "no reply before it could fire"
     assert out.turns[0]["onset_s"] is None and out.turns[0]["end_reason"] == "no-reply"
     assert not out.sent[round(1.3 * RATE) :].any()  # nothing was played
+
+
+def results(out: SessionOutcome) -> list[StepResult]:
+    return step_results(out.turns, out.partner, out.speech)
+
+
+def test_an_interruption_measured_a_model_that_ignores_it_does_not_stop():
+    user = partner((entry("interrupt", after_onset_s=0.5), CLIP))
+    (r,) = results(session(model("talk-through"), user))
+    assert (r.stopped, r.answered, r.resumed) == (False, False, True)
+    assert r.stop_latency_s is None and r.response_latency_s is None
+
+
+def test_an_interruption_measured_a_model_that_stops_and_answers():
+    user = partner((entry("interrupt", after_onset_s=0.5), CLIP))
+    out = session(model("stop-on-overlap"), user)
+    (r,) = results(out)
+    assert (r.stopped, r.answered, r.resumed) == (True, True, False)
+    assert 0.0 < r.stop_latency_s <= 0.06
+    assert r.stop_latency_s == pytest.approx(out.turns[0]["offset_s"] - out.partner[0]["at_s"])
+    assert r.response_latency_s == pytest.approx(0.25, abs=0.04)
+
+
+@pytest.mark.parametrize(("name", "kept"), [("talk-through", True), ("stop-on-overlap", False)])
+def test_a_backchannel_measured_whether_the_model_kept_the_floor(name, kept):
+    # the models breathe 0.4 s after their first second: the backchannel comes 0.2 s into it;
+    # the one that stops takes it for a turn, and answers it 0.6 s after (its hangover)
+    patient = SessionSettings(
+        turns=TurnSettings(hangover_s=1.0, max_reply_s=6.0, reply_timeout_s=1.0)
+    )
+    client = ScriptedClient(make_behaviour(name, RATE))  # type: ignore[arg-type]
+    out = session(client, partner((entry("backchannel", at_pause_s=0.2), SHORT)), patient)
+    (r,) = results(out)
+    assert r.kept_floor is kept
+    if kept:
+        assert r.floor_gap_s < 0.5
+    else:
+        assert r.floor_gap_s is None or r.floor_gap_s >= 0.5
+
+
+def test_a_distractor_measured_a_model_that_answers_it_took_the_turn():
+    # the reply to the next turn is over by 7.6 s
+    steps = ((entry("next_turn", gap_s=0.5), CLIP), (entry("distractor", at_s=8.0), CLIP))
+    talker = results(session(model("talk-through"), partner(*steps)))
+    assert [r.kind for r in talker] == ["next_turn", "distractor"]
+    assert talker[1].took_turn is True and talker[1].speaking_at_start is False
+    silent = results(session(model("silent"), partner(*steps), status="no-reply"))
+    assert silent[1].took_turn is False and silent[0].replied is False
+
+
+def test_next_turns_are_measured_each():
+    steps = [(entry("next_turn", gap_s=0.2), CLIP) for _ in range(3)]
+    out = session(model("talk-through"), partner(*steps))
+    rs = results(out)
+    assert [r.turn for r in rs] == [1, 2, 3] and all(r.replied for r in rs)
+    assert [r.latency_s for r in rs] == [t["latency_s"] for t in out.turns[1:]]
