@@ -12,6 +12,7 @@ model's onset.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,9 @@ from duplexsim.core.partner import DISTRACTOR_WINDOW_S
 from duplexsim.core.takeover import TAKEOVER_MIN_S
 
 __all__ = [
-    "DISTRACTOR_WINDOW_S",
+    "PartnerRecord",
     "PartnerSummary",
+    "ScoredTurn",
     "StepResult",
     "step_results",
     "summarise_steps",
@@ -167,6 +169,72 @@ def _a_reply(start: float, turns: Sequence[Record]) -> bool:
         if onset is not None and abs(onset - start) <= 0.03 and (end is None or end <= onset):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class ScoredTurn:
+    """A next turn's reply, scored like a sample of its own (``<sample id>.turn<k>``) when its
+    step names the emotion of a reference."""
+
+    turn: int
+    step: int
+    emotion: str | None
+    onset_s: float | None
+    duration_s: float | None
+
+    def key(self, sample_id: str) -> str:
+        return f"{sample_id}.turn{self.turn}"
+
+
+@dataclass(frozen=True)
+class PartnerRecord:
+    """What a session's partner did and what the model did at each step: a results row's
+    ``partner`` column, as JSON."""
+
+    steps: tuple[StepResult, ...]
+    skipped: Mapping[str, int]  # kind -> steps that could not fire
+    turns: tuple[ScoredTurn, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "steps": [r.to_dict() for r in self.steps],
+                "skipped": dict(self.skipped),
+                "turns": [vars(t) for t in self.turns],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PartnerRecord:
+        data = json.loads(text)
+        return cls(
+            tuple(StepResult.from_dict(r) for r in data.get("steps", ())),
+            {str(k): int(v) for k, v in data.get("skipped", {}).items()},
+            tuple(ScoredTurn(**t) for t in data.get("turns", ())),
+        )
+
+    @classmethod
+    def of_session(
+        cls,
+        turns: Sequence[Record],
+        events: Sequence[Record],
+        speech: Sequence[Sequence[float]],
+        emotions: Sequence[str | None],
+    ) -> PartnerRecord:
+        """``emotions``: each step's reference emotion (a next turn's; None elsewhere)."""
+        skipped: dict[str, int] = {}
+        for e in events:
+            if not e.get("fired"):
+                skipped[str(e["partner"])] = skipped.get(str(e["partner"]), 0) + 1
+        steps = step_results(turns, events, speech)
+        scored = []
+        for r in steps:
+            if r.kind == "next_turn" and r.turn is not None:
+                t = turns[r.turn]
+                emotion = emotions[r.step] if r.step < len(emotions) else None
+                scored.append(ScoredTurn(r.turn, r.step, emotion, t["onset_s"], t["duration_s"]))
+        return cls(tuple(steps), skipped, tuple(scored))
 
 
 @dataclass(frozen=True)

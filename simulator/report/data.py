@@ -3,13 +3,14 @@ summary from the run's results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.partnermetrics import PartnerRecord, PartnerSummary, StepResult, summarise_steps
 from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
 from duplexsim.run.store import ResultRow, read_results
@@ -38,6 +39,7 @@ class RunReport:
     benchmark: BenchmarkId
     provenance: dict[str, Any]  # the run's identity as recorded (model, settings, packages ...)
     tasks: tuple[TaskTiming, ...] = ()  # Full-Duplex-Bench's take-over rate and latency by task
+    partner: tuple[PartnerSummary, ...] = ()  # what the model did at a partner's steps, by task
 
     @property
     def group(self) -> tuple[str, ScorerIdentity]:
@@ -73,6 +75,7 @@ class RunReport:
                 "failures": t.failures,
             },
             "timing_by_task": [t.to_dict() for t in self.tasks],
+            "partner_by_task": [p.to_dict() for p in self.partner],
             "unscored": self.unscored,
             "provenance": self.provenance,
         }
@@ -109,7 +112,9 @@ def sample_scores(
     from duplexsim.scoring.models import speaker_normaliser
 
     normalise = speaker_normaliser(cache.scorer)
-    scored = [r for r in rows if r.emotion]  # no reference (a ``talk`` session): timing only
+    # no reference (a ``talk`` session): timing only; a partner's next turns that name an
+    # emotion are samples of their own
+    scored = [r for r in rows if r.emotion] + turn_rows(rows)
     replies = cache.speaker_emotions(
         [f"reply/{r.sample_id}" for r in scored if r.status == "ok"], normalise
     )
@@ -143,10 +148,54 @@ def sample_scores(
     return samples, unscored
 
 
+def turn_rows(rows: list[ResultRow]) -> list[ResultRow]:
+    """A partner's next turns that name an emotion, each as the row of a sample of its own
+    (``<sample id>.turn<k>``: its reply's timing, the session's timing validity)."""
+    out = []
+    for row in rows:
+        if row.partner is None or row.status == "failed":
+            continue
+        for t in PartnerRecord.from_json(row.partner).turns:
+            if t.emotion:
+                out.append(
+                    replace(
+                        row,
+                        sample_id=t.key(row.sample_id),
+                        emotion=t.emotion,
+                        status="ok" if t.onset_s is not None else "no-reply",
+                        onset_s=t.onset_s,
+                        reply_duration_s=t.duration_s,
+                        partner=None,
+                    )
+                )
+    return out
+
+
+def partner_by_task(rows: list[ResultRow]) -> list[PartnerSummary]:
+    """Each task's partner steps; latencies only from sessions whose timing was valid."""
+    steps: dict[str, list[StepResult]] = {}
+    skipped: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if row.partner is None or row.status == "failed":
+            continue
+        record = PartnerRecord.from_json(row.partner)
+        task = row.task or "all"
+        valid = row.timing_valid is not False
+        steps.setdefault(task, []).extend(r if valid else _no_latency(r) for r in record.steps)
+        counts = skipped.setdefault(task, {})
+        for kind, n in record.skipped.items():
+            counts[kind] = counts.get(kind, 0) + n
+    return summarise_steps(steps, skipped)
+
+
+def _no_latency(r: StepResult) -> StepResult:
+    return replace(r, stop_latency_s=None, response_latency_s=None, latency_s=None)
+
+
 def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunReport:
     meta, rows = read_results(run_dir)
     scorers = available_scorers(run_dir)
-    if scorer is None and not any(r.emotion for r in rows):
+    if scorer is None and not any(r.emotion for r in [*rows, *turn_rows(rows)]):
         scorer = NO_SCORER  # timing only: nothing emotional to score or report
     elif scorer is None:
         if not scorers:
@@ -176,6 +225,7 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         benchmark=BenchmarkId.from_meta(meta.get("benchmark")),
         provenance={k: v for k, v in meta.items() if k != "run_id"},
         tasks=tuple(task_timings(_timed(r) for r in rows)),
+        partner=tuple(partner_by_task(rows)),
     )
 
 

@@ -11,15 +11,19 @@ from duplexsim.report.data import RunReport
 from duplexsim.report.groups import LEGEND, Group, group_reports, separate_note
 from duplexsim.report.tables import (
     HEADERS,
+    PARTNER_HEADERS,
+    PARTNER_NOTE,
     TASK_HEADERS,
     TASK_NOTE,
     _per_emotion_rows,
     _per_language_rows,
     group_notes,
+    has_partner,
     has_tasks,
     leaderboard_rows,
     method_line,
     out_of_n_notes,
+    partner_rows,
     task_rows,
 )
 
@@ -105,6 +109,12 @@ def html_report(reports: Sequence[RunReport], plots: Sequence[Sequence[Path]]) -
             "<h2>Timing by task</h2>",
             _table(TASK_HEADERS, task_rows(reports), "by-task"),
             f"<p class='note'>{html.escape(TASK_NOTE)}</p>",
+        ]
+    if has_partner(reports):
+        sections += [
+            "<h2>Partner by task</h2>",
+            _table(PARTNER_HEADERS, partner_rows(reports), "by-partner"),
+            f"<p class='note'>{html.escape(PARTNER_NOTE)}</p>",
         ]
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>MIRRORING leaderboard"

@@ -12,10 +12,14 @@ from duplexsim.report.groups import LEGEND, Group, group_reports, ranked, separa
 
 __all__ = [
     "NOT_COMPARABLE",
+    "PARTNER_HEADERS",
+    "PARTNER_NOTE",
     "TASK_HEADERS",
     "group_notes",
+    "has_partner",
     "leaderboard_rows",
     "markdown_report",
+    "partner_rows",
     "ranked",
     "task_rows",
     "terminal_report",
@@ -128,6 +132,75 @@ def task_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+PARTNER_HEADERS = [
+    "run",
+    "task",
+    "interruptions",
+    "stopped",
+    "stop ms",
+    "answered",
+    "answer ms",
+    "talked on",
+    "backchannels",
+    "kept floor",
+    "next turns",
+    "replied",
+    "turn ms",
+    "distractors",
+    "took turn",
+    "skipped",
+]
+PARTNER_NOTE = (
+    "A partner that reacts (docs/metrics.md): after an interruption, how many times the model "
+    "stopped (a 0.5 s silence before the interruption's speech was over plus 0.5 s) and the "
+    "median ms from the interruption's start to its last speech, how many times it answered and "
+    "the median ms from the end of the interruption's speech, how many times it talked on; after "
+    "a backchannel, how many times it spoke on within 0.5 s of its end; per next turn, replies "
+    "and the median latency; distractors the model answered with 1 s of speech or more; steps "
+    "that could not fire. Latencies come from sessions whose timing was valid."
+)
+
+
+def has_partner(reports: Sequence[RunReport]) -> bool:
+    return any(r.partner for r in reports)
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole}" if whole else "-"
+
+
+def _ms(seconds: float | None) -> str:
+    return _num(None if seconds is None else 1000 * seconds, "{:.0f}")
+
+
+def partner_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    rows = []
+    for r in ranked(reports):
+        for p in r.partner:
+            skipped = ", ".join(f"{k} {n}" for k, n in sorted(p.skipped.items())) or "-"
+            rows.append(
+                [
+                    r.run_id,
+                    p.task,
+                    str(p.interrupts),
+                    _share(p.stopped, p.interrupts),
+                    _ms(p.stop_latency_s),
+                    _share(p.answered, p.interrupts),
+                    _ms(p.response_latency_s),
+                    _share(p.resumed, p.interrupts),
+                    str(p.backchannels),
+                    _share(p.kept_floor, p.backchannels),
+                    str(p.next_turns),
+                    _share(p.replied, p.next_turns),
+                    _ms(p.turn_latency_s),
+                    str(p.distractors),
+                    _share(p.took_turn, p.distractors),
+                    skipped,
+                ]
+            )
+    return rows
+
+
 def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
     """Per run: N, and every sample out of it by reason (none is dropped without a word), and
     the replies cut short that are in it."""
@@ -196,6 +269,9 @@ def terminal_report(reports: Sequence[RunReport]) -> str:
         parts += [*_terminal_group(group, i, len(groups)), ""]
     if has_tasks(reports):
         parts += ["timing by task:", render_table(TASK_HEADERS, task_rows(reports)), TASK_NOTE, ""]
+    if has_partner(reports):
+        table = render_table(PARTNER_HEADERS, partner_rows(reports))
+        parts += ["partner by task:", table, PARTNER_NOTE, ""]
     parts.append(LEGEND)
     return "\n".join(parts)
 
@@ -237,5 +313,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[st
     if has_tasks(reports):
         parts += ["## Timing by task", "", _markdown_table(TASK_HEADERS, task_rows(reports))]
         parts += ["", TASK_NOTE, ""]
+    if has_partner(reports):
+        parts += ["## Partner by task", "", _markdown_table(PARTNER_HEADERS, partner_rows(reports))]
+        parts += ["", PARTNER_NOTE, ""]
     parts += [method_line(reports), "", LEGEND, ""]
     return "\n".join(parts)

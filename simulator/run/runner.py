@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +36,7 @@ from duplexsim.core.benchmark import Benchmark, Sample
 from duplexsim.core.bundle import BundleMeta, SampleRef
 from duplexsim.core.errors import ConfigError, StorageError
 from duplexsim.core.names import check_name
+from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
@@ -461,6 +462,7 @@ def _row(
         folder,
         run_dir,
         task=sample.task,
+        emotions=[e.emotion for e in sample.partner] if sample.partner else None,
     )
 
 
@@ -474,9 +476,15 @@ def outcome_row(
     run_dir: Path,
     *,
     task: str | None = None,
+    emotions: Sequence[str | None] | None = None,
 ) -> ResultRow:
-    """The results row of one recorded session (``emotion`` "" where there is no reference)."""
+    """The results row of one recorded session (``emotion`` "" where there is no reference);
+    ``emotions``: a partner script's, by step (None: no partner)."""
     t = outcome.timing
+    partner = None
+    if emotions is not None and outcome.status != "failed":
+        record = PartnerRecord.of_session(outcome.turns, outcome.partner, outcome.speech, emotions)
+        partner = record.to_json()
     return ResultRow(
         sample_id=sample_id,
         status=outcome.status,
@@ -505,6 +513,7 @@ def outcome_row(
         truncated=outcome.truncated,
         task=task,
         latency_bound_ms=outcome.check.latency_bound_ms,
+        partner=partner,
     )
 
 

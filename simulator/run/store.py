@@ -55,6 +55,9 @@ class ResultRow:
     task: str | None = None  # the benchmark's task (Full-Duplex-Bench's), for timing by task
     # what the machine may have added to the latency (send + our loop + a co-located server)
     latency_bound_ms: float | None = None
+    # a partner's session: what the model did at each step, and its next turns (JSON,
+    # ``core.partnermetrics.PartnerRecord``)
+    partner: str | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from duplexsim.core.audio import read_audio, resample
 from duplexsim.core.bundle import OUTPUT, read_meta
 from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import ScorerIdentity
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.runscores.cache import ScoreCache, cache_path
@@ -110,12 +111,41 @@ def _timing_only(run_dir: Path, row: ResultRow) -> bool:
     return sample.kind == "benchmark" and sample.reference is None
 
 
+def _turn_jobs(run_dir: Path, row: ResultRow) -> list[ClipJob]:
+    """A partner's next turns that name an emotion: each reply, and the reference its step
+    names (``<sample id>.turn<k>``: scored like a sample of its own)."""
+    if row.partner is None or row.status == "failed" or not row.bundle:
+        return []
+    turns = [t for t in PartnerRecord.from_json(row.partner).turns if t.emotion]
+    if not turns:
+        return []
+    script = read_meta(run_dir / row.bundle).extra.get("partner") or []
+    audio = read_audio(run_dir / row.bundle / OUTPUT, max_duration_s=3600)
+    jobs = []
+    for t in turns:
+        key = t.key(row.sample_id)
+        if t.onset_s is not None and t.duration_s is not None:
+            clip = cut_reply(audio.samples, audio.sample_rate, t.onset_s, t.duration_s)
+            jobs.append(ClipJob(f"reply/{key}", clip))
+        reference = script[t.step].get("reference") if t.step < len(script) else None
+        if reference is None:
+            raise ConfigError(f"{run_dir / row.bundle}: turn {t.turn} names no reference")
+        ref = read_audio(reference, sample_rate=SAMPLE_RATE).samples
+        jobs.append(ClipJob(f"reference/{key}", ref[: int(MAX_CLIP_S * SAMPLE_RATE)]))
+    return jobs
+
+
 def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
-    """Every reply and reference of a run, and the problems of those that cannot be cut."""
+    """Every reply and reference of a run (a partner's next turns too), and the problems of
+    those that cannot be cut."""
     _, rows = read_results(run_dir)
     jobs: list[ClipJob] = []
     problems: dict[str, str] = {}
     for row in rows:
+        try:
+            jobs += _turn_jobs(run_dir, row)
+        except InputError as exc:
+            problems[f"turns/{row.sample_id}"] = str(exc)
         if row.status == "failed" or (not row.emotion and _timing_only(run_dir, row)):
             continue
         for kind, make in (("reply", _reply_job), ("reference", _reference_job)):

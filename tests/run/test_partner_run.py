@@ -14,9 +14,29 @@ from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.replay.sessions import replay_run
+from duplexsim.report.data import build_report, turn_rows
+from duplexsim.report.tables import terminal_report
+from duplexsim.core.emotions import EMOTION_NAMES, HEAD_NAMES
+from duplexsim.runscores.cache import cache_path
+from duplexsim.runscores.score import collect_clips
 from duplexsim.run.runner import RunOptions, execute_run
 from tests.helpers.runs import SETTINGS, short_benchmark
 from tests.helpers.signals import voiced_signal, write_wav
+
+
+def scores(run_dir: Path, keys: list[str]) -> None:
+    """A score cache where every reply and reference peaks at Sadness."""
+    top = [0.1] * 12
+    top[EMOTION_NAMES.index("Sadness")] = 0.9
+    items = {
+        f"{kind}/{k}": {"digest": "x", "values": top}
+        for k in keys
+        for kind in ("reply", "reference")
+    }
+    path = cache_path(run_dir, "prosody")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"version": 1, "scorer": "prosody", "dimensions": HEAD_NAMES, "items": items}
+    path.write_text(json.dumps(data), encoding="utf-8")
 
 
 def partner_benchmark(root: Path) -> Path:
@@ -24,9 +44,16 @@ def partner_benchmark(root: Path) -> Path:
     write_wav(root / "audio" / "wait.wav", voiced_signal(0.5, f0=220.0))
     write_wav(root / "audio" / "next.wav", voiced_signal(0.8, f0=200.0))
     line = json.loads((root / "manifest.jsonl").read_text())
+    line["task"] = "interruption"
     line["partner"] = [
         {"kind": "interrupt", "clip": "audio/wait.wav", "after_onset_ms": 500},
-        {"kind": "next_turn", "clip": "audio/next.wav", "gap_ms": 300},
+        {
+            "kind": "next_turn",
+            "clip": "audio/next.wav",
+            "gap_ms": 300,
+            "emotion": "Sadness",
+            "reference": "audio/s0.ref.wav",
+        },
     ]
     (root / "manifest.jsonl").write_text(json.dumps(line) + "\n")
     return root
@@ -61,3 +88,23 @@ async def test_a_partner_sample_runs_its_script_and_records_it(tmp_path):
     (replayed,) = await replay_run(tmp_path / "runs" / "r", [], concurrency=1)
     assert replayed.recorded["status"] == replayed.replayed["status"] == "ok"
     assert replayed.agrees(tolerance_ms=1.0), replayed
+    # what the model did at each step is in the row, by task in the report
+    scores(tmp_path / "runs" / "r", ["s0", "s0.turn2"])
+    report = build_report(tmp_path / "runs" / "r", "prosody")
+    assert report.metrics.n == 2  # the conversation's two scored replies: two samples
+    (summary,) = report.partner
+    assert (summary.task, summary.interrupts, summary.stopped, summary.answered) == (
+        "interruption",
+        1,
+        1,
+        1,
+    )
+    assert (summary.next_turns, summary.replied) == (1, 1)
+    assert 0 < summary.stop_latency_s < 0.1
+    assert "partner by task:" in terminal_report([report])
+    assert report.to_dict()["partner_by_task"][0]["stop_rate"] == 1.0
+    # the next turn names an emotion: it is a sample of its own, scored like the others
+    (turn,) = turn_rows([row])
+    assert (turn.sample_id, turn.emotion, turn.status) == ("s0.turn2", "Sadness", "ok")
+    keys = {job.key for job in collect_clips(tmp_path / "runs" / "r")[0]}
+    assert {"reply/s0", "reference/s0", "reply/s0.turn2", "reference/s0.turn2"} <= keys
