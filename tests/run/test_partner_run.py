@@ -12,14 +12,14 @@ from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import load_benchmark
+from duplexsim.core.emotions import EMOTION_NAMES, HEAD_NAMES
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.replay.sessions import replay_run
 from duplexsim.report.data import build_report, turn_rows
 from duplexsim.report.tables import terminal_report
-from duplexsim.core.emotions import EMOTION_NAMES, HEAD_NAMES
+from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.runscores.cache import cache_path
 from duplexsim.runscores.score import collect_clips
-from duplexsim.run.runner import RunOptions, execute_run
 from tests.helpers.runs import SETTINGS, short_benchmark
 from tests.helpers.signals import voiced_signal, write_wav
 
