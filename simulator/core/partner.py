@@ -212,13 +212,13 @@ class Partner:
         too, unless it opened a turn (the caller opens it in the view before the next frame)."""
         out: list[PartnerEvent] = []
         for i in list(self._pending_distractors):
-            step = self.script.steps[i]
-            assert isinstance(step, Distractor)
-            if step.at_s < frame_end_s - EPS:
+            distractor = self.script.steps[i]
+            assert isinstance(distractor, Distractor)
+            if distractor.at_s < frame_end_s - EPS:
                 self._pending_distractors.remove(i)
-                out.append(self._fire(i, step.at_s, frame_start_s, "at its time"))
-        while (step := self.armed) is not None:
-            event = self._step(self._order[self._next], step, view, frame_start_s, frame_end_s)
+                out.append(self._fire(i, distractor.at_s, frame_start_s, "at its time"))
+        while (armed := self.armed) is not None:
+            event = self._step(self._order[self._next], armed, view, frame_start_s, frame_end_s)
             if event is None:
                 break
             out.append(event)

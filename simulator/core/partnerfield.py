@@ -222,4 +222,5 @@ def _kind(value: object) -> str:
         return "null"
     if isinstance(value, int | float):
         return "a number"
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), "a value")
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), "a value")
