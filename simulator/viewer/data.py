@@ -149,7 +149,8 @@ def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
                 label=s.emotion,
                 reply=_floats(s.reply),
                 reference=_floats(s.reference),
-                replied=status[s.sample_id] == "ok",
+                # a partner's next turn (``<id>.turn<k>``) has no row of its own
+                replied=status.get(s.sample_id, "ok" if s.reply is not None else "") == "ok",
             )
         for row in rows:  # a session without a reference (``talk``): its reply's scores only
             if not row.emotion:
@@ -214,6 +215,18 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class PartnerMark:
+    """A partner's step that fired: its clip on the user's lane, and why it played."""
+
+    at_s: float
+    end_s: float
+    kind: str  # interrupt, backchannel, next_turn, distractor
+    why: str
+    turn: int | None = None  # the user turn it made
+    reply_onset_s: float | None = None  # and the model's reply to it
+
+
+@dataclass(frozen=True)
 class Traffic:
     """Audio frames per bin of ``bin_s``: sent, received, and received with sound in them."""
 
@@ -253,6 +266,7 @@ class SessionView:
     files: dict[str, Path] = field(default_factory=dict)
     embedded: bool = True  # False: too long to embed (see load_session's max_embed_s)
     audio_s: float = 0.0  # seconds of audio the three players hold together
+    partner: tuple[PartnerMark, ...] = ()  # a partner's steps, on the user's lane
 
     @property
     def onset_s(self) -> float | None:
@@ -315,7 +329,29 @@ def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = No
         files=files,
         embedded=embed,
         audio_s=audio_s,
+        partner=_partner(meta),
     )
+
+
+def _partner(meta: dict[str, Any]) -> tuple[PartnerMark, ...]:
+    """The steps of a partner that fired, with the model's reply to each turn they made."""
+    outcome = meta.get("outcome") if isinstance(meta.get("outcome"), dict) else {}
+    assert isinstance(outcome, dict)
+    turns = {t.get("turn"): t for t in outcome.get("turns") or [] if isinstance(t, dict)}
+    marks = []
+    for e in outcome.get("partner") or []:
+        if not isinstance(e, dict) or not e.get("fired"):
+            continue
+        try:
+            at, end = float(e["at_s"]), float(e["clip_end_s"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        turn = e.get("opens_turn")
+        onset = turns.get(turn, {}).get("onset_s") if turn is not None else None
+        marks.append(
+            PartnerMark(at, end, str(e.get("partner")), str(e.get("why", "")), turn, onset)
+        )
+    return tuple(marks)
 
 
 def _audio_seconds(files: dict[str, Path]) -> float:

@@ -174,6 +174,12 @@ _LEGEND = (
     '<span><i class="dot" style="background:var(--ev-reply_end)"></i>reply end</span>'
     '<span><i class="sw" style="background:var(--overlap)"></i>late send</span>'
 )
+_PARTNER_LEGEND = (
+    '<span><i class="sw" style="background:var(--pt-interrupt)"></i>partner: interruption</span>'
+    '<span><i class="sw" style="background:var(--pt-backchannel)"></i>backchannel</span>'
+    '<span><i class="sw" style="background:var(--pt-next_turn)"></i>next turn</span>'
+    '<span><i class="sw" style="background:var(--pt-distractor)"></i>distractor</span>'
+)
 
 
 def _timeline(s: SessionView, page_dir: Path | None) -> str:
@@ -198,9 +204,11 @@ def _timeline(s: SessionView, page_dir: Path | None) -> str:
     )
     gain = _gain(s)
     gain_note = f"<span>amplitude drawn ×{gain:.1f}</span>" if gain > 1.05 else ""
+    partner = _PARTNER_LEGEND if s.partner else ""
     return (
         f'<section class="card" id="timeline-card">{_linked_note(s, page_dir)}'
-        f'<div class="legend">{_LEGEND}{gain_note}</div><div class="timeline">{lanes}</div>'
+        f'<div class="legend">{_LEGEND}{partner}{gain_note}</div>'
+        f'<div class="timeline">{lanes}</div>'
         '<div class="transport"><span class="clock" id="clock">0.000 s</span>'
         f"{_players(s, page_dir)}</div>"
         '<p class="hint">Click the lanes to seek every player; space plays or pauses, ← → step '
@@ -323,6 +331,10 @@ def _data(s: SessionView) -> dict[str, Any]:
             "context_end": context_end,
         },
         "markers": [[m.t, m.kind, m.direction, m.detail] for m in s.markers],
+        "partner": [
+            [round(p.at_s, 6), round(p.end_s, 6), p.kind, p.why, p.turn, p.reply_onset_s]
+            for p in s.partner
+        ],
         "traffic": None
         if traffic is None
         else {
@@ -470,7 +482,7 @@ def _events_table(s: SessionView) -> str:
 
 
 _KNOWN = {"speech_started", "speech_stopped", "end_of_turn", "transcript", "error"}
-_KNOWN |= {"context_end", "reply_end", "start"}
+_KNOWN |= {"context_end", "reply_end", "start", "partner"}
 
 
 def _css_kind(kind: str) -> str:

@@ -161,6 +161,14 @@ function drawOverlay() {
     g.beginPath(); g.moveTo(x, y); g.lineTo(x, y + len); g.stroke(); g.setLineDash([]);
     if (label) tag(label, x, y + 3, fill, right);
   };
+  // a partner's steps: each clip a band on the user's lane, labelled; the reply to a turn it
+  // made is marked on the model's lane
+  for (const [at, end, kind, why, turn, reply] of (D.partner || [])) {
+    const xa = X(at, w), xb = Math.max(xa + 2, X(end, w));
+    g.fillStyle = color('--pt-' + kind); g.fillRect(xa, user.y, xb - xa, user.h);
+    tag(kind.replace('_', ' ') + (turn === null ? '' : ' · turn ' + turn), xa, user.y + user.h - 17, color('--ev-partner'), true);
+    if (reply !== null) vline(reply, model.y, model.h, color('--ev-partner'), true, 'reply ' + turn, true);
+  }
   if (T.window_start !== null) vline(T.window_start, user.y, user.h, '#64748b', true, "A's last turn", true);
   if (T.context_end !== null) vline(T.context_end, user.y, user.h + model.h, color('--ev-context_end'), true, '', false);
   if (T.offset !== null) vline(T.offset, model.y, model.h, color('--model'), true, 'reply end', false);

@@ -11,7 +11,9 @@ STYLE = r"""
   --latency:#7c3aed;--overlap:#dc2626;--ok:#15803d;--bad:#b91c1c;--warn:#a16207;
   --ev-speech_started:#0284c7;--ev-speech_stopped:#64748b;--ev-end_of_turn:#16a34a;
   --ev-transcript:#a21caf;--ev-error:#dc2626;--ev-context_end:#334155;--ev-reply_end:#ea580c;
-  --ev-start:#94a3b8;--ev-other:#6b7280;
+  --ev-start:#94a3b8;--ev-other:#6b7280;--ev-partner:#0f766e;
+  --pt-interrupt:rgba(220,38,38,.28);--pt-backchannel:rgba(22,163,74,.28);
+  --pt-next_turn:rgba(37,99,235,.22);--pt-distractor:rgba(107,114,128,.3);
 }
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--ink);

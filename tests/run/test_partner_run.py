@@ -20,6 +20,8 @@ from duplexsim.report.tables import terminal_report
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.runscores.cache import cache_path
 from duplexsim.runscores.score import collect_clips
+from duplexsim.viewer import write_view
+from duplexsim.viewer.data import load_run, load_session
 from tests.helpers.runs import SETTINGS, short_benchmark
 from tests.helpers.signals import voiced_signal, write_wav
 
@@ -108,3 +110,11 @@ async def test_a_partner_sample_runs_its_script_and_records_it(tmp_path):
     assert (turn.sample_id, turn.emotion, turn.status) == ("s0.turn2", "Sadness", "ok")
     keys = {job.key for job in collect_clips(tmp_path / "runs" / "r")[0]}
     assert {"reply/s0", "reference/s0", "reply/s0.turn2", "reference/s0.turn2"} <= keys
+    # the viewer draws the partner's steps on the user's lane
+    view = load_session(load_run(tmp_path / "runs" / "r"), "s0")
+    assert [(p.kind, p.turn) for p in view.partner] == [("interrupt", 1), ("next_turn", 2)]
+    assert view.partner[0].at_s == interrupt["at_s"]
+    assert view.partner[1].reply_onset_s == turns[2]["onset_s"]
+    page = write_view(tmp_path / "runs" / "r", tmp_path / "view", sample="s0", scorer="prosody")
+    text = page.read_text()
+    assert "partner: interruption" in text and '"partner":[[' in text.replace(" ", "")
