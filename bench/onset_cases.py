@@ -1,6 +1,6 @@
 """Reply onsets against the truth, before and after the onset rule: real human speech (tests/data)
 placed after silence, a level syllable then a 70 ms pause, speech after steady -39 dBFS noise, a
-breath alone and noise alone at -30..-50 dBFS, plain and through Opus (tests/onsetcases.py).
+breath alone and noise alone at -30..-50 dBFS, plain and through Opus (tests/helpers/onsetcases.py).
 
     python bench/onset_cases.py
 
@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.core.timing import measure_reply
-from simulator.core.vad import VadConfig
-from simulator.textable import render_table
-from tests.onsetcases import RATE, Case, all_cases
+from duplexsim.core.textable import render_table
+from duplexsim.core.timing import measure_reply
+from duplexsim.core.vad import VadConfig
+from tests.helpers.onsetcases import RATE, Case, all_cases
 
 BEFORE = replace(VadConfig(), onset_floor_db=0.0, edge_above_floor=False)
 AFTER = VadConfig()

@@ -25,7 +25,7 @@ import soxr
 import webrtcvad
 from numpy.typing import NDArray
 
-from simulator.core.onsets import OnsetRule, floor_peak, onset_spans
+from duplexsim.core.onsets import OnsetRule, floor_peak, onset_spans
 
 __all__ = [
     "BEFORE_RUN_RULE",

@@ -11,10 +11,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simulator.core.onsets import OnsetRule, floor_peak, noise_floor_db, onset_spans
-from simulator.core.timing import measure_reply
-from simulator.core.vad import BEFORE_RUN_RULE, SpeechRuns, VadConfig, _classify, _to_vad_rate
-from tests.onsetcases import RATE, all_cases, level_syllable
+from duplexsim.core.onsets import OnsetRule, floor_peak, noise_floor_db, onset_spans
+from duplexsim.core.timing import measure_reply
+from duplexsim.core.vad import BEFORE_RUN_RULE, SpeechRuns, VadConfig, _classify, _to_vad_rate
+from tests.helpers.onsetcases import RATE, all_cases, level_syllable
 
 RULE = VadConfig().onset_rule
 assert RULE is not None

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 from numpy.typing import NDArray
 
-from simulator.core.audio import resample
-from simulator.core.vad import VadConfig
+from duplexsim.core.audio import resample
+from duplexsim.core.vad import VadConfig
+from tests.helpers.paths import REPO
 
 RATE = 24000  # a model's output rate (Moshi's, OpenAI's)
-DATA = Path(__file__).parent / "data"
+DATA = REPO / "tests" / "data"
 LEAD_S = 0.5  # silence before a clip
 EDGE = 10 ** (VadConfig().edge_dbfs / 20)
 OPUS_DELAY_S = 156 / RATE  # the Opus encoder's lookahead at 24 kHz
@@ -89,7 +89,7 @@ def faded(x: FloatArray, fade_s: float = 0.002) -> FloatArray:
 
 def opus(x: FloatArray) -> FloatArray:
     """Through a continuous Ogg/Opus stream in 80 ms frames, as a Moshi server sends audio."""
-    codec = pytest.importorskip("clients.moshi.codec")
+    codec = pytest.importorskip("duplexsim.clients.moshi.codec")
     encoder, decoder = codec.OggOpusEncoder(RATE), codec.OggOpusDecoder(RATE)
     tail = np.zeros(RATE // 5, np.float32)  # flush the encoder's frame and lookahead
     y = decoder.decode(encoder.encode(np.concatenate((x, tail))))
