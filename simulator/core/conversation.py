@@ -61,8 +61,8 @@ class UserTurn:
 class Conversation:
     """One stream of the model's speech frames, split into the replies to the user's turns.
 
-    ``refine`` maps an onset on the VAD's frame grid to the sample (the session refines it on its
-    track); without it onsets stay on the grid."""
+    ``refine`` maps an onset on the VAD's frame grid (and the end of the speech heard after it)
+    to the sample (the tracker refines it on its track); without it onsets stay on the grid."""
 
     def __init__(
         self,
@@ -70,7 +70,7 @@ class Conversation:
         *,
         window_start_s: float = 0.0,
         yield_gap_s: float = YIELD_GAP_S,
-        refine: Callable[[float], float] | None = None,
+        refine: Callable[[float, float], float] | None = None,
     ) -> None:
         self.settings = settings
         self.yield_gap_s = yield_gap_s
@@ -162,11 +162,12 @@ class Conversation:
 
     def onset_s(self, k: int) -> float | None:
         """The reply's onset, refined to the sample once known."""
-        onset = self.turns[k].detector.onset_s
+        d = self.turns[k].detector
+        onset = d.onset_s
         if onset is None or self.refine is None:
             return onset
         if k not in self._onsets:
-            self._onsets[k] = self.refine(onset)
+            self._onsets[k] = self.refine(onset, d.last_voiced_end_s or onset)
         return self._onsets[k]
 
     def reply(self, turn: int) -> ReplyState:

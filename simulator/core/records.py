@@ -62,6 +62,16 @@ class EventRecords:
         """Time the sender woke minus time due, per frame (seconds): the event loop's lag."""
         return [w - due for w, due in zip(self.send_woke, self.send_due, strict=True)]
 
+    def stamp_of(self, position_s: float, rate: int) -> float:
+        """When the audible chunk that holds timeline position ``position_s`` was stamped (the
+        position itself where no chunk holds it); ``rate``: the output's."""
+        for i in range(len(self.recv_t) - 1, -1, -1):
+            placed = self.recv_placed[i]
+            end = placed + self.recv_samples[i] / rate
+            if not self.recv_silent[i] and placed <= position_s < end:
+                return self.recv_t[i]
+        return position_s
+
     @property
     def sends(self) -> list[tuple[int, float, float, int]]:
         """(n, t, due, samples) per frame sent."""

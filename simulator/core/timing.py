@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from duplexsim.core.turns import ReplyWindow
 from duplexsim.core.vad import VadConfig, frame_flags, refine_bounds, speech_bounds
 
 __all__ = [
@@ -17,11 +18,13 @@ __all__ = [
     "TimingBudget",
     "TimingCheck",
     "check_timing",
+    "latency_window",
     "measure_reply",
     "reply_timing",
     "send_stats",
     "sorted_percentile",
     "speech_end",
+    "window_send_s",
 ]
 
 
@@ -136,6 +139,36 @@ def check_timing(
     )
 
 
+def window_send_s(
+    send_due_s: Sequence[float],
+    send_t_s: Sequence[float],
+    timing: ReplyTiming,
+    frame_s: float,
+) -> float:
+    """How late the latest send was among those due from the frame holding the user's speech end
+    to the reply's onset (a model hears the end of the turn, and the silence after it, only as
+    they arrive; when it decided is its own); 0.0 without a reply."""
+    onset = timing.onset_s
+    if onset is None:
+        return 0.0
+    end = onset if timing.speech_end_s is None else timing.speech_end_s
+    lo = min(end, onset) - frame_s
+    late = (t - due for t, due in zip(send_t_s, send_due_s, strict=True) if lo <= due <= onset)
+    return max(0.0, *late)
+
+
+def latency_window(
+    send_s: float, loop_stall_s: float, server_stall_s: float | None
+) -> LatencyWindow:
+    """The window from its parts in seconds (``window_send_s``, the stall of our loop as the
+    onset's chunk was read, a co-located model server's as it left it), in ms."""
+    return LatencyWindow(
+        send_ms=round(1000.0 * send_s, 3),
+        loop_stall_ms=round(1000.0 * loop_stall_s, 3),
+        server_stall_ms=None if server_stall_s is None else round(1000.0 * server_stall_s, 3),
+    )
+
+
 def speech_end(
     context: NDArray[np.float32], rate: int, vad: VadConfig | None = None
 ) -> float | None:
@@ -159,7 +192,7 @@ def measure_reply(
     cfg = vad or VadConfig()
     hi = output.size if window_end_s is None else min(output.size, round(window_end_s * rate))
     flags = frame_flags(output[: max(hi, 0)], rate, cfg)
-    first = max(0, int(window_start_s / cfg.frame_s + 1e-9))  # the first frame ending after it
+    first = ReplyWindow(window_start_s).first_frame(cfg.frame_s)
     voiced = np.flatnonzero(flags[first:]) + first
     if voiced.size == 0:
         return ReplyTiming(speech_end_s, None, None, None, None, 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["EndReason", "ReplyDetector", "TurnSettings"]
+__all__ = ["EndReason", "ReplyDetector", "ReplyWindow", "TurnSettings"]
 
 
 class EndReason(StrEnum):
@@ -27,6 +27,28 @@ class TurnSettings:
                 raise ValueError(f"{name} must be > 0")
 
 
+@dataclass(frozen=True)
+class ReplyWindow:
+    """Where a reply may be: speech that ends before ``start_s`` (the start of Speaker A's final
+    turn) is chatter, not the reply. The one statement of that rule: the session's reply tracker,
+    the detector and a re-measurement of a recording all ask it."""
+
+    start_s: float = 0.0
+
+    def keeps(self, end_s: float) -> bool:
+        """Whether speech that ends at ``end_s`` may be the reply."""
+        return end_s > self.start_s
+
+    def first_frame(self, frame_s: float) -> int:
+        """The first frame of ``frame_s`` that ends after the window starts."""
+        return max(0, int(self.start_s / frame_s + 1e-9))
+
+    def clip(self, lo: int, hi: int, frame_s: float) -> tuple[int, int] | None:
+        """Frames [lo, hi) of speech, less those that end before the window (None: all do)."""
+        lo = max(lo, self.first_frame(frame_s))
+        return (lo, hi) if hi > lo else None
+
+
 class ReplyDetector:
     """Decides when the model's reply is over.
 
@@ -44,7 +66,7 @@ class ReplyDetector:
     ):
         self.settings = settings
         self.context_end_s = context_end_s
-        self.window_start_s = window_start_s
+        self.window = ReplyWindow(window_start_s)
         self.onset_s: float | None = None
         self.last_voiced_end_s: float | None = None
         self.ended: EndReason | None = None
@@ -52,7 +74,7 @@ class ReplyDetector:
 
     def voiced(self, start_s: float, end_s: float) -> None:
         """A voiced VAD frame spanning [start_s, end_s) on the timeline."""
-        if self.ended is not None or end_s <= self.window_start_s:
+        if self.ended is not None or not self.window.keeps(end_s):
             return
         if self.onset_s is None:
             self.onset_s = start_s

@@ -6,9 +6,12 @@ flags the first tens of milliseconds of steady noise while it adapts, and steady
 where speech rises and falls. A run goes on over up to ``max_gap_ms`` of unvoiced frames: webrtcvad
 drops loud frames of speech (one to four at a time in an Opus-coded voice), and a run that began on
 a syllable's quiet rise would otherwise be dropped there, before its levels had spread, and speech
-would start after the gap, tens of milliseconds late. Streaming and whole-clip detection share that rule (``SpeechRuns``),
-so a session and a re-measurement of its recording decide alike. Edges are then refined to the
-sample with an amplitude threshold, because timing metrics need better than a frame's resolution.
+would start after the gap, tens of milliseconds late. Once a run counts, its onset goes back over
+the soft onset and the short bursts before it that stand above the stream's own noise floor
+(``onsets``). Streaming and whole-clip detection share that rule (``SpeechRuns``), so a session
+and a re-measurement of its recording decide alike. Edges are then refined to the sample with an
+amplitude threshold (above the noise floor where that is higher), because timing metrics need
+better than a frame's resolution.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import numpy as np
 import soxr
 import webrtcvad
 from numpy.typing import NDArray
+
+from duplexsim.core.onsets import OnsetRule, floor_peak, onset_spans
 
 __all__ = [
     "BEFORE_RUN_RULE",
@@ -36,9 +41,15 @@ __all__ = [
 ]
 
 VAD_RATE = 16000
-# settings recorded before the run rule (steady noise, then gaps) lack its fields: re-measured as
-# they were measured
-BEFORE_RUN_RULE = {"min_spread_db": 0.0, "spread_skip_ms": 0, "max_gap_ms": 0}
+# settings recorded before a rule lack its fields: re-measured as they were measured (the run
+# rule: steady noise, then gaps; then the onset rule: what a run's onset goes back over)
+BEFORE_RUN_RULE = {
+    "min_spread_db": 0.0,
+    "spread_skip_ms": 0,
+    "max_gap_ms": 0,
+    "onset_floor_db": 0.0,
+    "edge_above_floor": False,
+}
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
 
@@ -54,12 +65,20 @@ class VadConfig:
     min_spread_db: float = 6.0  # a voiced run whose frame levels stay within this is steady noise
     spread_skip_ms: int = 30  # a run's first frames (a codec's fade-in) do not count in its spread
     max_gap_ms: int = 50  # a voiced run goes on over this much of unvoiced frames (whole ones)
+    # the onset rule (``onsets``; 0: off): frames this far above the noise floor before a run
+    # that counts are its onset, and so are bursts before a pause, as loud as the run
+    onset_floor_db: float = 6.0
+    floor_ms: int = 500  # the levels before a run that show the floor
+    burst_gap_ms: int = 300  # a pause at most this long between a burst and what follows
+    burst_db: float = 15.0  # a burst's loudest frame is at most this far below the run's
+    edge_above_floor: bool = True  # a refined edge is above the noise floor's loudest sample
 
     def __post_init__(self) -> None:
         if self.frame_ms not in (10, 20, 30):
             raise ValueError(f"vad frame_ms must be 10, 20 or 30, not {self.frame_ms}")
-        if self.max_gap_ms < 0:
-            raise ValueError(f"vad max_gap_ms must not be negative, not {self.max_gap_ms}")
+        for name in ("max_gap_ms", "floor_ms", "burst_gap_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"vad {name} must not be negative, not {getattr(self, name)}")
         if not 0 <= self.aggressiveness <= 3:
             raise ValueError(f"vad aggressiveness must be 0..3, not {self.aggressiveness}")
         if self.kind not in ("webrtc", "energy"):
@@ -72,6 +91,20 @@ class VadConfig:
     @property
     def frame_len(self) -> int:
         return VAD_RATE * self.frame_ms // 1000
+
+    @property
+    def onset_rule(self) -> OnsetRule | None:
+        """The onset rule in frames; None: a run starts at its first voiced frame."""
+        if self.onset_floor_db <= 0:
+            return None
+        return OnsetRule(
+            floor_frames=self.floor_ms // self.frame_ms,
+            soft_db=self.onset_floor_db,
+            energy_db=self.energy_dbfs,
+            max_gap=self.max_gap_ms // self.frame_ms,
+            burst_gap=self.burst_gap_ms // self.frame_ms,
+            burst_db=self.burst_db,
+        )
 
 
 @dataclass(frozen=True)
@@ -114,19 +147,24 @@ class SpeechRuns:
     """Raw frame flags -> speech frames, as they stream in: a voiced run counts from its first
     frame once it has ``min_speech_ms`` of voiced frames and its levels after its first
     ``spread_skip_ms`` have spread by ``min_spread_db``; a run that ends before both is dropped.
-    Up to ``max_gap_ms`` of unvoiced frames do not end a run; once it counts they are speech."""
+    Up to ``max_gap_ms`` of unvoiced frames do not end a run; once it counts they are speech.
+    When it counts, its onset goes back over what belongs to it (``onsets``): those spans come
+    first, in order."""
 
     def __init__(self, cfg: VadConfig) -> None:
         self.min_frames = max(1, -(-cfg.min_speech_ms // cfg.frame_ms))
         self.min_spread_db = cfg.min_spread_db
         self.skip = cfg.spread_skip_ms // cfg.frame_ms
         self.max_gap = cfg.max_gap_ms // cfg.frame_ms
+        self.onsets = cfg.onset_rule
         self.frames_done = 0
         self._start: int | None = None  # first frame of the current raw run
         self._last = -1  # its last voiced frame
         self._voiced = 0  # its voiced frames
-        self._lo = self._hi = 0.0
+        self._lo = self._hi = self._peak = 0.0
         self._confirmed = False
+        self._history = _History(self.onsets)
+        self._spoken = 0  # frames before this were speech (or were passed over)
 
     @property
     def decided(self) -> int:
@@ -149,8 +187,10 @@ class SpeechRuns:
     def push(self, flags: BoolArray, levels: NDArray[np.float64]) -> list[tuple[int, int]]:
         """Spans [first, end) of frames found to be speech by these frames (in order)."""
         spans: list[tuple[int, int]] = []
+        self._history.add(flags, levels)
         if self._start is None and not flags.any():  # silence between runs: nothing to follow
             self.frames_done += flags.size
+            self._history.keep_from(self.frames_done)
             return spans
         for i in range(flags.size):
             k = self.frames_done + i
@@ -158,33 +198,73 @@ class SpeechRuns:
                 if self._start is not None and k - self._last > self.max_gap:
                     self._start = None
                 continue
-            span = self._voiced_frame(k, float(levels[i]))
-            if span is None:
-                continue
-            if spans and spans[-1][1] == span[0]:
-                spans[-1] = (spans[-1][0], span[1])
-            else:
-                spans.append(span)
+            for span in self._voiced_frame(k, float(levels[i])):
+                if spans and spans[-1][1] == span[0]:
+                    spans[-1] = (spans[-1][0], span[1])
+                else:
+                    spans.append(span)
         self.frames_done += flags.size
+        self._history.keep_from(self.frames_done if self._start is None else self._start)
         return spans
 
-    def _voiced_frame(self, k: int, level: float) -> tuple[int, int] | None:
-        """Voiced frame ``k``: the span it makes speech, if any."""
+    def _voiced_frame(self, k: int, level: float) -> list[tuple[int, int]]:
+        """Voiced frame ``k``: the spans it makes speech, if any."""
         if self._start is None:
             self._start, self._last, self._voiced = k, k - 1, 0
-            self._lo, self._hi, self._confirmed = math.inf, -math.inf, False
+            self._lo, self._hi, self._peak = math.inf, -math.inf, -math.inf
+            self._confirmed = False
         self._voiced += 1
+        self._peak = max(self._peak, level)
         if k - self._start >= self.skip or self.min_spread_db <= 0:
             self._lo, self._hi = min(self._lo, level), max(self._hi, level)
-        lo: int | None = None
+        spans: list[tuple[int, int]] = []
         if self._confirmed:
-            lo = self._last + 1  # the gap it went on over is speech too
+            spans = [(self._last + 1, k + 1)]  # the gap it went on over is speech too
         elif self._voiced >= self.min_frames and (
             self.min_spread_db <= 0 or self._hi - self._lo >= self.min_spread_db
         ):
-            self._confirmed, lo = True, self._start
+            self._confirmed = True
+            spans = self._onset(self._start)
+            spans[-1] = (spans[-1][0], k + 1)
         self._last = k
-        return None if lo is None else (lo, k + 1)
+        if spans:
+            self._spoken = k + 1
+        return spans
+
+    def _onset(self, start: int) -> list[tuple[int, int]]:
+        """The spans a run that counts from ``start`` begins with (its onset rule's)."""
+        if self.onsets is None:
+            return [(start, start + 1)]
+        first = max(self._spoken, start - self._history.span)
+        levels, flags = self._history.frames(first, start)
+        spans = onset_spans(levels, flags, start - first, self._peak, self.onsets)
+        return [(lo + first, hi + first) for lo, hi in spans]
+
+
+class _History:
+    """The frames before a run (levels and raw flags) that its onset rule looks back over."""
+
+    def __init__(self, rule: OnsetRule | None) -> None:
+        self.span = 0 if rule is None else 2 * (rule.floor_frames + rule.burst_gap)
+        self._first = 0  # the frame _levels[0] is
+        self._levels = np.zeros(0)
+        self._flags = np.zeros(0, dtype=bool)
+
+    def add(self, flags: BoolArray, levels: NDArray[np.float64]) -> None:
+        if self.span:
+            self._levels = np.concatenate((self._levels, levels))
+            self._flags = np.concatenate((self._flags, flags))
+
+    def keep_from(self, frame: int) -> None:
+        """Forget the frames no run from ``frame`` on can look back to."""
+        drop = frame - self.span - self._first
+        if self.span and drop > 0:
+            self._levels, self._flags = self._levels[drop:], self._flags[drop:]
+            self._first += drop
+
+    def frames(self, lo: int, hi: int) -> tuple[NDArray[np.float64], BoolArray]:
+        a, b = max(lo, self._first) - self._first, hi - self._first
+        return self._levels[a:b], self._flags[a:b]
 
 
 def _runs(flags: BoolArray) -> list[tuple[int, int]]:
@@ -235,15 +315,28 @@ def refine_bounds(
     x: FloatArray, rate: int, first: int, end: int, cfg: VadConfig
 ) -> tuple[float, float]:
     """(onset_s, offset_s) of speech in VAD frames [first, end) of ``x``, refined to the sample:
-    the first and last samples at ``edge_dbfs`` within a frame of the frames' edges."""
+    the first and last samples at the edge level within a frame of the frames' edges."""
     frame = rate * cfg.frame_ms // 1000
     last = end - 1
-    edge = 10.0 ** (cfg.edge_dbfs / 20.0)
-    lo, hi = max(0, (first - 1) * frame), (first + 1) * frame
+    edge = edge_level(x, rate, first, cfg)
+    # over the whole speech where the edge follows the floor (a soft onset reaches it late)
+    inner = (end, first) if cfg.edge_above_floor else (first + 1, last)
+    lo, hi = max(0, (first - 1) * frame), inner[0] * frame
     onset = _first_true(np.abs(x[lo:hi]) >= edge, lo, first * frame)
-    lo, hi = last * frame, (last + 2) * frame
+    lo, hi = inner[1] * frame, (last + 2) * frame
     offset = _last_true(np.abs(x[lo:hi]) >= edge, lo, (last + 1) * frame)
     return onset / rate, offset / rate
+
+
+def edge_level(x: FloatArray, rate: int, first: int, cfg: VadConfig) -> float:
+    """The amplitude that marks a speech edge: ``edge_dbfs``, or the loudest sample of the noise
+    floor before VAD frame ``first`` where that is higher (noise that reaches the edge level is
+    not speech; a sample louder than 500 ms of it is, but for one chance in tens)."""
+    edge = 10.0 ** (cfg.edge_dbfs / 20.0)
+    if cfg.edge_above_floor:
+        frame = rate * cfg.frame_ms // 1000
+        edge = max(edge, floor_peak(x, frame, first - 1, cfg.floor_ms // cfg.frame_ms))
+    return float(edge)
 
 
 def _first_true(mask: BoolArray, lo: int, default: int) -> int:

@@ -17,9 +17,9 @@ from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient
 from duplexsim.core.audio import read_audio, resample
-from duplexsim.core.conversation import Conversation
 from duplexsim.core.partner import Partner, PartnerEvent, script_bound_s
 from duplexsim.core.partnerfield import ScriptEntry, partner_script
+from duplexsim.core.replytracker import ReplyTracker
 from duplexsim.core.timing import speech_end
 from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import VadConfig
@@ -87,7 +87,7 @@ class PartnerAudio:
     async def start(self) -> None:
         return None
 
-    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+    def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         """Before the frame [start_s, end_s) is built: what the partner decides, as events."""
         assert self.partner is not None
         out = []
@@ -106,7 +106,7 @@ class PartnerAudio:
             out.append(event.to_dict())
         return out
 
-    def finished(self, replies: Conversation, now_s: float) -> bool:
+    def finished(self, replies: ReplyTracker, now_s: float) -> bool:
         assert self.partner is not None
         return self.partner.finished(replies, now_s)
 

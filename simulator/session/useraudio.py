@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient, WireMessage
 from duplexsim.core.audio import frame_signal, resample
-from duplexsim.core.conversation import Conversation
+from duplexsim.core.replytracker import ReplyTracker
 
 __all__ = ["CONTEXT_RATE", "FixedContext", "LiveInput", "LiveSource", "UserAudio"]
 
@@ -30,12 +30,12 @@ class UserAudio(Protocol):
     # each frame for it, and asks it before each frame
     listening: bool
 
-    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+    def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         """Before the frame [start_s, end_s) is built: what the user decides, seeing the model's
         replies so far; the decisions as events to record."""
         ...
 
-    def finished(self, replies: Conversation, now_s: float) -> bool:
+    def finished(self, replies: ReplyTracker, now_s: float) -> bool:
         """The user has nothing more to say and the reply to its last turn is over."""
         ...
 
@@ -95,10 +95,10 @@ class FixedContext:
     async def start(self) -> None:
         return None
 
-    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+    def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         return []
 
-    def finished(self, replies: Conversation, now_s: float) -> bool:
+    def finished(self, replies: ReplyTracker, now_s: float) -> bool:
         return replies.reply(0).ended_at_s is not None
 
     async def frame(self, n: int) -> Frame:
@@ -159,10 +159,10 @@ class LiveSource:
     async def start(self) -> None:
         await self.live.start(self._rate, self._frame_len)
 
-    def listen(self, replies: Conversation, start_s: float, end_s: float) -> list[dict[str, Any]]:
+    def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         return []
 
-    def finished(self, replies: Conversation, now_s: float) -> bool:
+    def finished(self, replies: ReplyTracker, now_s: float) -> bool:
         return replies.reply(0).ended_at_s is not None
 
     async def frame(self, n: int) -> Frame:

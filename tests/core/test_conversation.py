@@ -103,7 +103,7 @@ def test_end_of_turn_goes_to_the_reply_speaking():
 def test_onsets_are_refined_once():
     calls = []
 
-    def refine(t: float) -> float:
+    def refine(t: float, end: float) -> float:
         calls.append(t)
         return t - 0.0042
 

@@ -1,6 +1,8 @@
 """The run rule on raw frame flags, exact to the frame: a run counts once it has lasted
 ``min_speech_ms`` and its levels have spread by ``min_spread_db``; up to ``max_gap_ms`` of
-unvoiced frames (webrtcvad drops loud frames of speech, up to four at a time) do not end it."""
+unvoiced frames (webrtcvad drops loud frames of speech, up to four at a time) do not end it.
+The onset rule that comes after it (what a run's onset goes back over) is off here: its own
+tests are in test_onsets.py."""
 
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ LEVELS = [-99, -39, -36, -33, -34, -33, -32, -31, -28, -29, -29, -28, -26, -28, 
 LEVELS += [-26, -30, -31, -32, -30, -34, -35, -36, -34, -37]
 DROPOUT = 8
 END = 24  # the run's end
+
+
+def runs(**kw: object) -> VadConfig:
+    """The run rule alone (no onset rule after it)."""
+    return VadConfig(onset_floor_db=0.0, **kw)  # type: ignore[arg-type]
 
 
 def flags(*unvoiced: int) -> np.ndarray:
@@ -44,18 +51,18 @@ def speech(cfg: VadConfig, f: np.ndarray, chunk: int = 100) -> list[tuple[int, i
 
 @pytest.mark.parametrize("chunk", [1, 3, 100])
 def test_a_dropout_before_the_levels_spread_keeps_the_run_from_its_first_frame(chunk: int) -> None:
-    got = speech(VadConfig(), flags(DROPOUT), chunk)
+    got = speech(runs(), flags(DROPOUT), chunk)
     assert got == [(1, END)]  # the dropped frame is inside the run: speech too
 
 
 def test_without_gaps_the_run_starts_at_its_first_frame() -> None:
-    assert speech(VadConfig(), flags()) == [(1, END)]
+    assert speech(runs(), flags()) == [(1, END)]
 
 
 def test_before_the_gap_rule_a_dropout_moved_the_onset_past_it() -> None:
     # what the session measured: speech from the frame after the dropout, 80 ms late (the run
     # before it was dropped: its levels had spread 3 dB)
-    old = VadConfig(max_gap_ms=0)
+    old = runs(max_gap_ms=0)
     assert speech(old, flags(DROPOUT)) == [(DROPOUT + 1, END)]
     # recordings that lack the field are re-measured as they were measured
     assert VadConfig(**{**BEFORE_RUN_RULE, "min_spread_db": 6.0}).max_gap_ms == 0
@@ -64,16 +71,16 @@ def test_before_the_gap_rule_a_dropout_moved_the_onset_past_it() -> None:
 def test_a_gap_longer_than_max_gap_ends_the_run() -> None:
     gap = [*range(DROPOUT, DROPOUT + 6)]  # 60 ms > 50 ms
     # the run before it never spread: dropped; the one after it counts from its own start
-    assert speech(VadConfig(), flags(*gap)) == [(DROPOUT + 6, END)]
-    assert speech(VadConfig(max_gap_ms=60), flags(*gap)) == [(1, END)]
+    assert speech(runs(), flags(*gap)) == [(DROPOUT + 6, END)]
+    assert speech(runs(max_gap_ms=60), flags(*gap)) == [(1, END)]
 
 
 def test_gap_frames_do_not_count_towards_the_minimum_length() -> None:
     f = np.zeros(len(LEVELS), dtype=bool)
     f[[1, 3]] = True  # two voiced frames around a gap: 20 ms of voice, not 30
-    assert speech(VadConfig(min_spread_db=0.0), f) == []
+    assert speech(runs(min_spread_db=0.0), f) == []
     f[5] = True
-    assert speech(VadConfig(min_spread_db=0.0), f) == [(1, 6)]
+    assert speech(runs(min_spread_db=0.0), f) == [(1, 6)]
 
 
 def test_a_negative_gap_is_a_config_error() -> None:

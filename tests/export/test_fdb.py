@@ -12,6 +12,7 @@ import pytest
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.errors import BenchmarkError
 from duplexsim.core.takeover import TimedSample, task_timings
+from duplexsim.run.store import read_results
 from tests.helpers.cli import duplexsim
 from tests.helpers.signals import voiced_signal, write_wav
 
@@ -126,6 +127,12 @@ def test_a_timing_only_benchmark_runs_scores_nothing_and_reports_timing(fdb_tree
     # the echo repeats each 1.2 s of speech after it ends: a take-over everywhere
     assert by["candor_pause_handling"]["takeover_rate"] == 1.0
     assert by["candor_turn_taking"]["samples"] == 1
-    assert 0.0 <= by["candor_turn_taking"]["latency_s"] < 3.0
+    # latency is vouched for only where the session kept its timing (a loaded machine may not)
+    _, rows = read_results(runs / "f")
+    (turn,) = [r for r in rows if r.sample_id.startswith("candor_turn_taking")]
+    if turn.timing_valid:
+        assert 0.0 <= by["candor_turn_taking"]["latency_s"] < 3.0
+    else:
+        assert by["candor_turn_taking"]["latency_s"] is None
     fdb = duplexsim("export", "fdb", str(runs / "f"), str(tmp_path / "out"))
     assert fdb.returncode == 0 and "3 sessions written" in fdb.stdout

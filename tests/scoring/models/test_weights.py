@@ -15,12 +15,9 @@ pytest.importorskip("huggingface_hub")
 
 from duplexsim.core.emotions import HEAD_NAMES
 from duplexsim.scoring.models.weights import installed_scorer
-from tests.helpers import eiv
 from tests.helpers.eiv import duplexsim, save_encoder, save_heads
 from tests.helpers.hubstub import serve_hub
 from tests.helpers.paths import REPO
-
-recorded_run = eiv.recorded_run  # a fixture: one recorded echo session
 
 NAME = "empathic-insight-voice-small"
 

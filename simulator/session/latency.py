@@ -1,0 +1,42 @@
+"""What this machine may have added to a reply's latency (``LatencyWindow``): the sends due from
+the frame holding the user's speech end to the onset (``timing.window_send_s``), the stall of our
+loop that ended as the onset's chunk was stamped (its bytes waited that long to be read), and the
+stall of a co-located fake server as that chunk left it (it answers each frame as it reads it,
+so only then does a stall move its reply). The stall logs are in the loop's time: given only when
+the session runs on the loop's own clock.
+"""
+
+from __future__ import annotations
+
+from duplexsim.core.records import EventRecords
+from duplexsim.core.timing import LatencyWindow, ReplyTiming, latency_window, window_send_s
+from duplexsim.session.stalls import StallLog
+
+__all__ = ["STAMP_SLACK_S", "reply_window"]
+
+# a stamp is taken this soon after the stall that held it ends (the loop's next poll, and the
+# callbacks ahead of the read in that iteration, each shorter than a recorded stall)
+STAMP_SLACK_S = 0.001
+
+
+def reply_window(
+    timing: ReplyTiming,
+    records: EventRecords,
+    frame_s: float,
+    output_rate: int,
+    t0: float,
+    loop: StallLog | None,
+    server: StallLog | None,
+) -> LatencyWindow | None:
+    """The reply's latency window (None: no reply); ``t0``: the timeline's origin on the loop's
+    clock."""
+    onset = timing.onset_s
+    if onset is None:
+        return None
+    send_s = window_send_s(records.send_due, records.send_t, timing, frame_s)
+    stamped = t0 + records.stamp_of(onset, output_rate)
+    loop_s = 0.0 if loop is None else loop.worst(stamped - STAMP_SLACK_S, stamped)
+    server_s = None
+    if server is not None:
+        server_s = server.worst(stamped - loop_s - 2 * STAMP_SLACK_S, stamped)
+    return latency_window(send_s, loop_s, server_s)

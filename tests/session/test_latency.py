@@ -1,0 +1,50 @@
+"""The session's latency window alone: the stall of our loop that ended as the onset's chunk was
+stamped, and a co-located server's just before it, with the late sends; none without a reply."""
+
+from __future__ import annotations
+
+from duplexsim.core.records import EventRecords
+from duplexsim.core.timing import ReplyTiming
+from duplexsim.session.latency import STAMP_SLACK_S, reply_window
+from duplexsim.session.stalls import StallLog
+
+T0 = 50.0
+
+
+def records() -> EventRecords:
+    r = EventRecords()
+    for n in range(100):  # frame 60 (due 1.2 s, after the speech end) returned 3 ms late
+        r.add_send(n, n * 0.02 + (0.003 if n == 60 else 0.0), n * 0.02, 320)
+    r.add_received(1.705, 320, 1.70, None, False)  # the onset's chunk, stamped at 1.705 s
+    return r
+
+
+TIMING = ReplyTiming(1.2, 1.70, 2.0, 0.5, 0.3, 0.0)
+
+
+def stalls(*spans: tuple[float, float]) -> StallLog:
+    log = StallLog()
+    for lo, hi in spans:
+        log.note(T0 + lo, T0 + hi)
+    return log
+
+
+def test_the_window_adds_late_sends_and_the_stalls_at_the_onsets_stamp() -> None:
+    loop = stalls((1.700, 1.7045))  # ended just before the stamp: the chunk waited for it
+    server = stalls((1.690, 1.6995))  # the fake's, as the chunk left it
+    w = reply_window(TIMING, records(), 0.02, 16000, T0, loop, server)
+    assert w is not None
+    assert (w.send_ms, w.loop_stall_ms, w.server_stall_ms) == (3.0, 4.5, 9.5)
+
+
+def test_stalls_away_from_the_stamp_do_not_count() -> None:
+    loop = stalls((1.0, 1.1), (1.7055 + STAMP_SLACK_S, 1.8))
+    w = reply_window(TIMING, records(), 0.02, 16000, T0, loop, None)
+    assert w is not None and (w.loop_stall_ms, w.server_stall_ms) == (0.0, None)
+
+
+def test_no_reply_no_window() -> None:
+    none = ReplyTiming(1.2, None, None, None, None, 0.0)
+    assert reply_window(none, records(), 0.02, 16000, T0, StallLog(), None) is None
+    no_log = reply_window(TIMING, records(), 0.02, 16000, T0, None, None)
+    assert no_log == reply_window(TIMING, records(), 0.02, 16000, T0, StallLog(), None)
