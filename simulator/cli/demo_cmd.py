@@ -26,17 +26,21 @@ from duplexsim.cli.score_cmd import (
 )
 from duplexsim.core.benchmark import Benchmark, load_benchmark
 from duplexsim.core.provenance import run_label
+from duplexsim.core.textable import render_table
 from duplexsim.profiles.profile import ModelProfile
-from duplexsim.run.demo_data import demo_benchmark
+from duplexsim.run.demo_data import demo_benchmark, demo_partner_benchmark
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.progress import Progress
 from duplexsim.run.runner import execute_run
+from duplexsim.run.store import read_results
 from duplexsim.run.summary import RunSummary, render_summaries, summarise_rows
 from duplexsim.session import eventloop
 
 __all__ = ["register"]
 
 DEMO_MODELS = ("echo", "neutral", "silent")
+# the partner set's reference models: one talks through an interruption, one stops
+PARTNER_MODELS = ("talk-through", "stop-on-overlap")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,8 +48,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--protocol", default="pcm-ws", help="protocol the reference models speak")
     p.add_argument(
         "--models",
-        default=",".join(DEMO_MODELS),
-        help="comma-separated behaviours (default echo,neutral,silent)",
+        help="comma-separated behaviours (default echo,neutral,silent; with --partner "
+        "talk-through,stop-on-overlap)",
+    )
+    p.add_argument(
+        "--partner",
+        action="store_true",
+        help="the demo's partner set: interruptions, backchannels and a conversation of three "
+        "turns, played in reaction to the models",
     )
     p.add_argument(
         "--benchmark", type=Path, help="benchmark dir or manifest (default: the shipped demo)"
@@ -64,13 +74,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _demo(args: argparse.Namespace) -> int:
     if not args.no_score:
         resolve_scorer_name(args)  # a scoring flag that does not fit fails now, not after the run
-    bench = load_benchmark(
-        args.benchmark or demo_benchmark(), allow_outside=args.allow_outside_paths
-    )
+    default = demo_partner_benchmark() if args.partner else demo_benchmark()
+    bench = load_benchmark(args.benchmark or default, allow_outside=args.allow_outside_paths)
     if args.sample or args.limit is not None:
         chosen = set(select_samples([s.id for s in bench], args.sample, args.limit))
         bench = Benchmark(bench.manifest, tuple(s for s in bench.samples if s.id in chosen))
-    behaviours = [b.strip() for b in args.models.split(",") if b.strip()]
+    models = args.models or ",".join(PARTNER_MODELS if args.partner else DEMO_MODELS)
+    behaviours = [b.strip() for b in models.split(",") if b.strip()]
     prefix = args.run_prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     print(
         f"demo: {len(bench)} samples x {len(behaviours)} reference models over {args.protocol}, "
@@ -80,7 +90,10 @@ def _demo(args: argparse.Namespace) -> int:
     summaries = eventloop.run(_run_models(bench, behaviours, args, prefix))
     print()
     print(render_summaries(summaries))
-    run_dirs = [args.runs_dir / f"{prefix}-{b}" for b in behaviours]
+    if args.partner and args.no_score:  # the partner's table needs no scores
+        print()
+        print(partner_table(run_dirs_of(args, prefix, behaviours)))
+    run_dirs = run_dirs_of(args, prefix, behaviours)
     if not args.no_score:
         print()
         print(eventloop.run(score_runs(args, run_dirs)))
@@ -101,6 +114,20 @@ def _demo(args: argparse.Namespace) -> int:
         f"`duplexsim view {run_dirs[0]}`, replay them with `duplexsim replay {run_dirs[0]}`"
     )
     return 1 if any(s.failed for s in summaries) else 0
+
+
+def run_dirs_of(args: argparse.Namespace, prefix: str, behaviours: list[str]) -> list[Path]:
+    return [args.runs_dir / f"{prefix}-{b}" for b in behaviours]
+
+
+def partner_table(run_dirs: list[Path]) -> str:
+    """What each model did at the partner's steps, by task (as the report shows it)."""
+    from duplexsim.report.data import partner_by_task
+    from duplexsim.report.tables import PARTNER_HEADERS, PARTNER_NOTE, partner_table_rows
+
+    runs = [(d.name, partner_by_task(read_results(d)[1])) for d in run_dirs]
+    table = render_table(PARTNER_HEADERS, partner_table_rows(runs))
+    return f"partner by task:\n{table}\n{PARTNER_NOTE}"
 
 
 async def _run_models(

@@ -113,9 +113,17 @@ class Conversation:
             self.speech.append([start_s, end_s])
         self._yield(start_s)
         for turn in self.turns:
+            if turn.talked_over_s is not None and self._tail_of(turn, start_s):
+                return  # a talked-over reply's last speech, heard after it ended: its own
             if turn.open and (turn.talked_over_s is not None or turn is self.turns[-1]):
                 turn.detector.voiced(start_s, end_s)
                 return
+
+    def _tail_of(self, turn: UserTurn, start_s: float) -> bool:
+        """Speech from ``start_s`` goes on from ``turn``'s reply, which is over (its protocol
+        said so before the VAD had heard its end): a new turn's reply begins after a yield gap."""
+        last = turn.detector.last_voiced_end_s
+        return not turn.open and last is not None and start_s < last + self.yield_gap_s - 1e-9
 
     def heard(self, heard_s: float) -> None:
         """The model's speech is decided up to ``heard_s``: silence up to there is final."""

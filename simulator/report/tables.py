@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from duplexsim.core.emotions import EMOTIONS
+from duplexsim.core.partnermetrics import PartnerSummary
 from duplexsim.core.textable import render_table
 from duplexsim.report.data import NO_SCORER, RunReport
 from duplexsim.report.groups import LEGEND, Group, group_reports, ranked, separate_note
@@ -20,6 +21,7 @@ __all__ = [
     "leaderboard_rows",
     "markdown_report",
     "partner_rows",
+    "partner_table_rows",
     "ranked",
     "task_rows",
     "terminal_report",
@@ -174,13 +176,18 @@ def _ms(seconds: float | None) -> str:
 
 
 def partner_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+    return partner_table_rows([(r.run_id, r.partner) for r in ranked(reports)])
+
+
+def partner_table_rows(runs: Sequence[tuple[str, Sequence[PartnerSummary]]]) -> list[list[str]]:
+    """One line per run and task: what the model did at the partner's steps."""
     rows = []
-    for r in ranked(reports):
-        for p in r.partner:
+    for run_id, summaries in runs:
+        for p in summaries:
             skipped = ", ".join(f"{k} {n}" for k, n in sorted(p.skipped.items())) or "-"
             rows.append(
                 [
-                    r.run_id,
+                    run_id,
                     p.task,
                     str(p.interrupts),
                     _share(p.stopped, p.interrupts),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from duplexsim.core.errors import ConfigError
 
-__all__ = ["SHARE_DIR", "demo_benchmark", "demo_utterance"]
+__all__ = ["SHARE_DIR", "demo_benchmark", "demo_partner_benchmark", "demo_utterance"]
 
 CHECKOUT_DEMO = Path(__file__).resolve().parents[2] / "recordings" / "demo"
 SHARE_DIR = "share/duplexsim/demo"  # where pyproject's data-files put it, relative to the prefix
@@ -24,6 +24,12 @@ def demo_benchmark() -> Path:
         "the demo benchmark is not installed with duplexsim (looked in "
         f"{CHECKOUT_DEMO} and the package's {SHARE_DIR}); pass --benchmark DIR"
     )
+
+
+def demo_partner_benchmark() -> Path:
+    """The demo's partner set: interruptions, backchannels and a conversation of three turns
+    (``recordings/make_partner_demo.py``), a manifest beside the demo's."""
+    return demo_benchmark() / "partner.jsonl"
 
 
 def demo_utterance() -> Path:

@@ -131,3 +131,15 @@ def test_the_models_speech_is_kept_whole_its_pauses_merged():
     c.open_turn(4.5, 5.0)
     speak(c, 5.2, 5.5)
     assert c.speech == [[1.5, 3.0], [3.5, 4.0], [5.2, 5.5]]
+
+
+def test_a_talked_over_replys_tail_heard_after_its_end_of_turn_stays_its_own():
+    c = Conversation(SETTINGS)
+    c.set_context_end(1.0)
+    speak(c, 1.5, 3.0)
+    c.open_turn(2.5, 3.5)
+    c.end_of_turn(3.0)  # the protocol says the reply is over before the VAD heard its end
+    speak(c, 3.0, 3.02)
+    assert c.reply(1).onset_s is None
+    speak(c, 3.6, 4.0)  # after a yield gap: the answer
+    assert c.reply(1).onset_s == 3.6
