@@ -57,7 +57,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--demo", type=Path, default=Path(__file__).parent / "demo")
     demo = ap.parse_args().demo
-    lines = {d["id"]: d for d in map(json.loads, (demo / "manifest.jsonl").read_text().splitlines())}
+    lines = {
+        d["id"]: d for d in map(json.loads, (demo / "manifest.jsonl").read_text().splitlines())
+    }
     out = demo / "partner"
     out.mkdir(exist_ok=True)
 
