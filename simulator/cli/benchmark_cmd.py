@@ -52,6 +52,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fdb.add_argument("--out", type=Path, help="where manifest.jsonl goes (default: DIR)")
     fdb.add_argument("--language", default="en", help="language of every sample (default en)")
     fdb.add_argument("--force", action="store_true", help="replace an existing manifest.jsonl")
+    fdb.add_argument(
+        "--reactive",
+        action="store_true",
+        help="v1.5 folders as partner scripts: clean_input.wav, and the overlap placed as far "
+        "into the model's own speech as it fell after the user's speech",
+    )
     add_outside_paths_argument(fdb)  # --out outside DIR: the manifest points out of its folder
     fdb.set_defaults(func=_import_fdb)
 
@@ -75,6 +81,7 @@ def _import_fdb(args: argparse.Namespace) -> int:
         language=args.language,
         force=args.force,
         allow_outside=args.allow_outside_paths,
+        reactive=args.reactive,
     )
     tasks = ", ".join(f"{task} {n}" for task, n in result.tasks.items())
     print(f"{result.manifest}: {sum(result.tasks.values())} timing-only samples ({tasks})")

@@ -17,6 +17,7 @@ from duplexsim.core.benchmark import MANIFEST_NAME, load_benchmark
 from duplexsim.core.bundle import INPUT, OUTPUT, is_bundle, read_meta  # FDB's names too
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.files import write_text_atomic
+from duplexsim.export.fdbv15 import METADATA, exported_metadata, v15_fields
 from duplexsim.run.store import read_results
 
 __all__ = ["FdbExport", "FdbImport", "export_fdb", "import_fdb"]
@@ -39,11 +40,17 @@ def export_fdb(run_dir: Path, out: Path) -> FdbExport:
         if not is_bundle(folder):
             skipped[row.sample_id] = f"no recording ({row.status})"
             continue
-        context = read_meta(folder).sample.context
+        meta = read_meta(folder)
+        context = meta.sample.context
         if context is None:
             skipped[row.sample_id] = "a live session: no input file"
             continue
-        _write_pair(Path(context), folder / OUTPUT, out / row.sample_id)
+        # a partner's session: the model heard the context and its clips (the bundle's input)
+        given = folder / INPUT if meta.extra.get("partner") else Path(context)
+        _write_pair(given, folder / OUTPUT, out / row.sample_id)
+        v15 = exported_metadata(meta, Path(context))
+        if v15 is not None:
+            write_text_atomic(out / row.sample_id / METADATA, json.dumps(v15, indent=2) + "\n")
         written += 1
     return FdbExport(written, skipped)
 
@@ -77,10 +84,13 @@ def import_fdb(
     language: str = "en",
     force: bool = False,
     allow_outside: bool = False,
+    reactive: bool = False,
 ) -> FdbImport:
     """A timing-only manifest (no emotion, no reference) over Full-Duplex-Bench's task folders
     ``root/<task>/<id>/input.wav``, or one task folder ``root/<id>/input.wav``; each sample's
-    ``task`` is its folder's name. The audio stays where it is."""
+    ``task`` is its folder's name. The audio stays where it is. v1.5 folders keep their
+    ``metadata.json`` in the sample's ``meta``; ``reactive`` plays them as partner scripts
+    (``fdbv15``: their overlap clips are written under ``out/clips``)."""
     if not root.is_dir():
         raise ConfigError(f"{root}: not a folder")
     manifest = out / MANIFEST_NAME
@@ -94,12 +104,14 @@ def import_fdb(
         inputs = sorted(folder.glob(f"*/{INPUT}"))
         counts[task] = len(inputs)
         for path in inputs:
+            sample_id = _sample_id(f"{task}-{path.parent.name}")
             line = {
-                "id": _sample_id(f"{task}-{path.parent.name}"),
+                "id": sample_id,
                 "language": language,
                 "task": task,
                 "context": os.path.relpath(path.resolve(), out.resolve()),
             }
+            line |= v15_fields(path.parent, task, sample_id, out, reactive=reactive)
             lines.append(json.dumps(line))
     draft = out / f".{MANIFEST_NAME}.draft"
     try:
