@@ -166,11 +166,13 @@ class TalkThrough(Neutral):
         utterance_s: float = 2.0,
         pause_at_s: float = 1.0,
         pause_s: float = 0.4,
+        voice: NDArray[Any] | None = None,
         **kw: Any,
     ) -> None:
         if utterance_s <= 0 or pause_s < 0 or pause_at_s < 0:
             raise ValueError("utterance_s must be positive; pause_at_s, pause_s not negative")
-        voice = utterance(sample_rate, utterance_s, pause_at_s=pause_at_s, pause_s=pause_s)
+        if voice is None:  # else a recorded utterance of its own (real speech)
+            voice = utterance(sample_rate, utterance_s, pause_at_s=pause_at_s, pause_s=pause_s)
         super().__init__(sample_rate, utterance=voice, **kw)
 
 
