@@ -14,7 +14,17 @@ import pytest
 from duplexsim.core.onsets import OnsetRule, floor_peak, noise_floor_db, onset_spans
 from duplexsim.core.timing import measure_reply
 from duplexsim.core.vad import BEFORE_RUN_RULE, SpeechRuns, VadConfig, _classify, _to_vad_rate
-from tests.helpers.onsetcases import RATE, all_cases, level_syllable
+from tests.helpers.onsetcases import (
+    OPUS_DELAY_S,
+    RATE,
+    WORD_STARTS,
+    all_cases,
+    clip,
+    heard_onset_s,
+    level_syllable,
+    noise,
+    opus,
+)
 
 RULE = VadConfig().onset_rule
 assert RULE is not None
@@ -142,3 +152,25 @@ def test_the_onset_rule_is_recorded_with_the_session_settings() -> None:
 def test_a_negative_window_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="burst_gap_ms"):
         VadConfig(burst_gap_ms=-10)
+
+
+@pytest.mark.parametrize("coded", [False, True], ids=["plain", "opus"])
+def test_steady_noise_alone_never_makes_a_reply(coded: bool) -> None:
+    # -30..-50 dBFS in 1 dB steps, two seeds each
+    for level in np.arange(-30.0, -51.0, -1.0):
+        for seed in (1, 2):
+            x = noise(float(level), 3.0, seed)
+            x = opus(x) if coded else x
+            assert measure_reply(x, RATE, speech_end_s=None).onset_s is None, (level, seed)
+
+
+@pytest.mark.parametrize("pause_s", [0.05, 0.1, 0.2, 0.3])
+def test_a_breath_before_a_word_in_digital_silence_stays_out_of_the_onset(pause_s: float) -> None:
+    breath = clip("librivox-0930")[round(0.005 * RATE) : round(0.09 * RATE)]  # -41..-44 dBFS
+    word = clip("goforward")[round(WORD_STARTS["goforward"] * RATE) :]
+    silence = np.zeros(round(pause_s * RATE), np.float32)
+    x = np.concatenate((np.zeros(RATE // 2, np.float32), breath, silence, word))
+    word_s = 0.5 + (breath.size + silence.size) / RATE
+    for y, word_at in ((x, word_s), (opus(x), word_s + OPUS_DELAY_S)):
+        got = measure_reply(y, RATE, speech_end_s=None).onset_s
+        assert got == pytest.approx(heard_onset_s(y, word_at), abs=1e-9)
