@@ -411,6 +411,11 @@ def _vad_config(meta: dict[str, Any], notes: list[str]) -> VadConfig:
         values: dict[str, Any] = {}
         for key, value in raw.items():
             default = getattr(_VAD_DEFAULTS, key)  # AttributeError: an unknown setting
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key}={value!r}")
+                values[key] = value
+                continue
             if isinstance(default, str):
                 values[key] = str(value)
                 continue

@@ -256,6 +256,10 @@ CORRUPT = {  # one damaged bundle: what is done to it, and the note its page sho
         _edit_meta(lambda m: m["settings"]["vad"].update(energy_dbfs="loud")),
         "unusable VAD settings",
     ),
+    "vad-flag-not-bool": (
+        _edit_meta(lambda m: m["settings"]["vad"].update(edge_above_floor=1)),
+        "unusable VAD settings",
+    ),
     "capabilities-null": (
         _edit_meta(lambda m: m.update(capabilities=None, model=7)),
         "meta.json: &#x27;model&#x27; is not an object",
