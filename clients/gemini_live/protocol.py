@@ -10,9 +10,7 @@ with ``Action``s.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -30,6 +28,7 @@ from duplexsim.clients.base import (
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.replypacing import PacedReply, lead_in
 from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
 from duplexsim.clients.gemini_live import events as wire
 from duplexsim.clients.gemini_live.errors import api_error, close_error, close_text
@@ -220,23 +219,10 @@ class ClientProtocol:
 
 
 CHUNK_S = 0.04  # model audio per serverContent message
-BURST_S = 1.0  # reply audio sent the moment a reply starts ...
-SPEEDUP = 4.0  # ... then generated this many times faster than real time
 TURN_COMPLETE_AFTER = round(0.04 * INPUT_RATE)  # turnComplete this long after playback ends
 INVALID = "Request contains an invalid argument."
 BAD_KEY = "API key not valid. Please pass a valid API key."
 NO_KEY = "Method doesn't allow unregistered callers. Please use API Key."
-
-
-@dataclass
-class _Playback:
-    """A reply being sent: input-sample positions where it plays, and its 24 kHz chunks."""
-
-    start: int
-    end: int
-    chunks: list[bytes]
-    sent: int = 0
-    generated: bool = False
 
 
 class ServerProtocol:
@@ -272,7 +258,8 @@ class ServerProtocol:
         self._now: float | None = None  # when the message being answered arrived
         self._seen: object = None  # the behaviour's last scheduled reply
         self._pending: tuple[int, int, bytes] | None = None  # start, input samples, 24 kHz PCM
-        self._playing: _Playback | None = None
+        self._playing: PacedReply | None = None  # 24 kHz chunks, until turnComplete
+        self._generated = False  # generationComplete sent for the reply playing
         self._gate: int | None = None  # VAD off: where the last activityEnd closed a turn
         self._malformed_sent = False
         self._done = False
@@ -389,9 +376,8 @@ class ServerProtocol:
             if self._pending is None or not (self._auto or self._gate is not None):
                 return None
             return self._clock.when(self._pending[0] + 1)
-        if not p.generated:
-            step_s = CHUNK_S * (p.sent + 1) - BURST_S
-            return self._clock.when(p.start + math.ceil(max(0.0, step_s) / SPEEDUP * INPUT_RATE))
+        if not self._generated:
+            return self._clock.when(p.next_due())
         return self._clock.when(p.end + TURN_COMPLETE_AFTER)
 
     @property
@@ -429,24 +415,21 @@ class ServerProtocol:
         if at >= position:
             return  # it starts later
         self._pending = self._gate = None
-        lead = bytes(2 * round(max(at - c0, 0) * OUTPUT_RATE / INPUT_RATE))  # PCM16 silence
-        pcm = lead + reply
-        step = 2 * round(CHUNK_S * OUTPUT_RATE)
-        chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
-        self._playing = _Playback(at, at + length, chunks)
+        pcm = lead_in(at, c0, INPUT_RATE, OUTPUT_RATE) + reply
+        self._playing = PacedReply.split(
+            pcm, OUTPUT_RATE, start=at, end=at + length, rate=INPUT_RATE, chunk_s=CHUNK_S
+        )
+        self._generated = False
 
     def _generate(self, position: int) -> list[Action]:
         p = self._playing
         if p is None:
             return []
-        elapsed_s = max(0, position - p.start) / INPUT_RATE
-        due = min(len(p.chunks), math.ceil((BURST_S + SPEEDUP * elapsed_s) / CHUNK_S))
         actions: list[Action] = [
-            Send(wire.encode_server([wire.ModelAudio(p.chunks[i])])) for i in range(p.sent, due)
+            Send(wire.encode_server([wire.ModelAudio(p.chunks[i])])) for i in p.take_due(position)
         ]
-        p.sent = max(p.sent, due)
-        if p.sent == len(p.chunks) and not p.generated:
-            p.generated = True
+        if p.generated and not self._generated:
+            self._generated = True
             actions.append(Send(wire.encode_server([wire.GenerationComplete()])))
         return actions
 
