@@ -26,7 +26,7 @@ from duplexsim.clients.base import (
     Transcript,
 )
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
 from duplexsim.clients.fakekit.mediaclock import MediaClock
 from duplexsim.clients.fakekit.replypacing import PacedReply, lead_in
 from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
@@ -223,6 +223,7 @@ TURN_COMPLETE_AFTER = round(0.04 * INPUT_RATE)  # turnComplete this long after p
 INVALID = "Request contains an invalid argument."
 BAD_KEY = "API key not valid. Please pass a valid API key."
 NO_KEY = "Method doesn't allow unregistered callers. Please use API Key."
+BROKEN = "Internal error encountered."
 
 
 class ServerProtocol:
@@ -250,6 +251,10 @@ class ServerProtocol:
     ) -> None:
         self._factory = behaviour_factory
         self._faults = faults or Faults()
+        goaway = Send(wire.encode_server([wire.GoAway(time_left="0s")]))
+        self._injected = MediaFaults(
+            self._faults, closing=[goaway, Close(1000, "")], broken=Close(1011, BROKEN)
+        )
         self._api_key = api_key
         self._quota = quota
         self._behaviour: Behaviour | None = None
@@ -261,7 +266,6 @@ class ServerProtocol:
         self._playing: PacedReply | None = None  # 24 kHz chunks, until turnComplete
         self._generated = False  # generationComplete sent for the reply playing
         self._gate: int | None = None  # VAD off: where the last activityEnd closed a turn
-        self._malformed_sent = False
         self._done = False
 
     def open(self, path: str, headers: Mapping[str, str]) -> list[Action]:
@@ -434,24 +438,15 @@ class ServerProtocol:
         return actions
 
     def _media_faults(self) -> list[Action]:
-        received_s = self._clock.received / INPUT_RATE
-        if Faults.reached(self._faults.close_after_s, received_s):
-            goaway = Send(wire.encode_server([wire.GoAway(time_left="0s")]))
-            return [goaway, *self._end(1000, "")]
-        if Faults.reached(self._faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return []
+        actions = self._injected.stop(self._clock.received / INPUT_RATE)
+        self._done |= self._injected.finished
+        return actions
 
     def _malformed(self) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(
-            self._faults.malformed_after_s, self._clock.received / INPUT_RATE
-        ):
-            return []
-        self._malformed_sent = True
-        actions: list[Action] = [Send(b'{"serverContent": {"modelTurn"')]  # truncated JSON
-        if self._faults.malformed_then_close:
-            actions += self._end(1011, "Internal error encountered.")
+        actions = self._injected.malformed(
+            self._clock.received / INPUT_RATE, lambda: b'{"serverContent": {"modelTurn"'
+        )  # truncated JSON
+        self._done |= self._injected.finished
         return actions
 
     def _end(self, code: int, reason: str) -> list[Action]:

@@ -28,8 +28,10 @@ from duplexsim.clients.base import (
     ClientEvent,
     EndOfTurn,
 )
+from duplexsim.clients.fakekit import serveractions
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.serveractions import Stall
 from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime import protocol as core
 from duplexsim.clients.openai_realtime.config import merge
@@ -244,11 +246,6 @@ class Close:
     reason: str
 
 
-@dataclass(frozen=True)
-class Stall:
-    """Send nothing more and ignore the input, leaving the call up."""
-
-
 Action = SendEvent | SendAudio | Close | Stall
 
 _DEFAULT_SESSION: dict[str, Any] = {
@@ -286,7 +283,7 @@ class ServerProtocol:
         session: Mapping[str, Any] | None = None,
     ) -> None:
         self.behaviour = behaviour_factory(rate)
-        self.faults = faults or Faults()
+        self._injected = MediaFaults(faults or Faults())
         self.call_id = call_id
         self.session = merge(_DEFAULT_SESSION, {"id": f"sess_{call_id}", **(session or {})})
         self._ids = itertools.count(1)
@@ -294,7 +291,6 @@ class ServerProtocol:
         self._response_id: str | None = None
         self._item = 0
         self._received = 0  # input samples
-        self._malformed_sent = False
         self._done = False
 
     def open(self) -> list[Action]:
@@ -344,13 +340,9 @@ class ServerProtocol:
             return []
         self._received += samples.size
         received_s = self._received / self.behaviour.rate
-        if Faults.reached(self.faults.close_after_s, received_s):
-            self._done = True
-            return [Close("injected fault: close_after_s")]
-        if Faults.reached(self.faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return self._stream(samples) + self._malformed(received_s)
+        stop = self._injected.stop(received_s)
+        self._done |= self._injected.finished
+        return _on_call(stop) if stop else self._stream(samples) + self._malformed(received_s)
 
     def _stream(self, samples: NDArray[Any]) -> list[Action]:
         step = self.behaviour.push(samples)
@@ -381,14 +373,9 @@ class ServerProtocol:
         return out
 
     def _malformed(self, received_s: float) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(self.faults.malformed_after_s, received_s):
-            return []
-        self._malformed_sent = True
-        out: list[Action] = [SendEvent('{"type": "response.done"')]  # truncated JSON
-        if self.faults.malformed_then_close:
-            self._done = True
-            out.append(Close("injected fault: malformed_after_s"))
-        return out
+        actions = self._injected.malformed(received_s, lambda: '{"type": "response.done"')
+        self._done |= self._injected.finished  # (truncated JSON)
+        return _on_call(actions)
 
     def _response(self, status: str) -> dict[str, Any]:
         return {"id": self._response_id, "object": "realtime.response", "status": status}
@@ -404,3 +391,18 @@ class ServerProtocol:
     def _error(self, kind: str, code: str, message: str, event_id: Any = None) -> SendEvent:
         error = {"type": kind, "code": code, "message": message, "event_id": event_id}
         return self._event("error", error=error)
+
+
+def _on_call(actions: list[serveractions.Action]) -> list[Action]:
+    """The shared fault injector's actions, as a call carries them out: a message goes on the
+    data channel, a close hangs up."""
+    out: list[Action] = []
+    for action in serveractions.expand(actions):
+        if isinstance(action, serveractions.Send):
+            text = action.message
+            out.append(SendEvent(text if isinstance(text, str) else text.decode()))
+        elif isinstance(action, serveractions.Close):
+            out.append(Close(action.reason))
+        else:
+            out.append(action)
+    return out
