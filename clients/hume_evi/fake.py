@@ -17,15 +17,18 @@ audio's loudness only (louder: more Excitement, quieter: more Calmness), for wir
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.declare import Request
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults, Rejection
 from duplexsim.clients.fakekit.mediaclock import MediaClock
 from duplexsim.clients.fakekit.replypacing import PacedReply, lead_in
 from duplexsim.clients.fakekit.serveractions import Action, Send
@@ -35,10 +38,25 @@ from duplexsim.clients.hume_evi.wav import encode_wav
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 from duplexsim.core.errors import ProtocolError
 
-__all__ = ["PATH", "ServerProtocol", "prosody_scores"]
+__all__ = ["PATH", "ServerProtocol", "check_key", "prosody_scores"]
 
 PATH = "/v0/evi/chat"
 RECENT_S = 30.0  # input kept for scoring the user's turn
+
+
+def check_key(api_key: str | None, request: Request) -> Rejection | None:
+    """HTTP 401 for a handshake without a key (the ``X-Hume-Api-Key`` header, or ``api_key`` /
+    ``access_token`` in the query), or, when the fake has ``api_key``, another one."""
+    query = parse_qs(urlsplit(request.path).query)
+    given = (
+        request.headers.get("X-Hume-Api-Key")
+        or query.get("api_key", [""])[0]
+        or query.get("access_token", [""])[0]
+    )
+    if given and (api_key is None or given == api_key):
+        return None
+    body = json.dumps({"message": "Websocket initialized with invalid credentials."})
+    return Rejection(401, {}, body + "\n")  # never echo what was sent
 
 
 def prosody_scores(x: NDArray[np.float32]) -> dict[str, float]:

@@ -29,9 +29,9 @@ from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime.client import OpenAIRealtimeClient
 from duplexsim.clients.openai_realtime.config import RealtimeOptions
 from duplexsim.clients.openai_realtime.dialects import DIALECTS, OPENAI, XAI, Dialect
+from duplexsim.clients.openai_realtime.fake import Close, Send, ServerProtocol, Stall
 from duplexsim.clients.openai_realtime.protocol import ClientProtocol, classify_error, endpoint_url
 from duplexsim.clients.openai_realtime.server import start_server
-from duplexsim.clients.openai_realtime.server_protocol import Close, Send, ServerProtocol, Stall
 from duplexsim.clients.registry import client_class
 from duplexsim.core.audio import float_to_pcm16, frame_signal
 from duplexsim.core.errors import (

@@ -33,12 +33,14 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.clients.fakekit.behaviours.base import FloatArray
-from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.declare import Request
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults, Rejection
 from duplexsim.clients.fakekit.mediaclock import MediaClock
 from duplexsim.clients.fakekit.replypacing import PacedReply
 from duplexsim.clients.fakekit.serveractions import Action, Burst, Close, Send, Stall
@@ -48,10 +50,35 @@ from duplexsim.clients.openai_realtime.events import BETA_ALIASES
 from duplexsim.core import safejson
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 
-__all__ = ["Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
+__all__ = ["Action", "Close", "Send", "ServerProtocol", "Stall", "check_handshake"]
 
 _GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
 _PING_EVERY_MS = 1000  # dialects with pings only
+
+
+def check_handshake(
+    d: Dialect, api_key: str | None, require_model: bool, request: Request
+) -> Rejection | None:
+    """The refusal of an upgrade, as the real server answers one: the path (404), the key where
+    the dialect sends it (401: missing, empty, or not ``api_key`` when one is set), and, when
+    ``require_model``, the model (400)."""
+    url = urlsplit(request.path)
+    if url.path.rstrip("/") != d.path:
+        return _refuse(404, "invalid_request_error", "not_found", "Not found.")
+    key = d.key_from(request.headers)
+    if key is None or (api_key and key != api_key):
+        message = "Incorrect or missing API key."  # never echo what was sent
+        return _refuse(401, "invalid_request_error", "invalid_api_key", message)
+    query = dict(parse_qsl(url.query))
+    if require_model and not (query.get(d.model_param) or query.get("call_id")):
+        message = f"Missing required parameter: '{d.model_param}'."
+        return _refuse(400, "invalid_request_error", "missing_model", message)
+    return None
+
+
+def _refuse(status: int, kind: str, code: str, message: str) -> Rejection:
+    body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
+    return Rejection(status, {"Content-Type": "application/json"}, body + "\n")
 
 
 @dataclass
@@ -73,12 +100,6 @@ class FakeResponse:
     @property
     def ids(self) -> dict[str, object]:
         return {"response_id": self.rid, "item_id": self.iid, "output_index": 0, "content_index": 0}
-
-
-def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:
-    """(first sample, audio) of the reply the behaviour has decided on and not yet finished: a
-    server that sends replies ahead of real time needs it whole."""
-    return behaviour.scheduled_reply
 
 
 class ServerProtocol:
@@ -329,7 +350,7 @@ class ServerProtocol:
     def _capture(self, b: Behaviour, audio: FloatArray, started: bool, c0: int) -> None:
         if b.replying:
             if not self._captured:
-                self._pending = scheduled_reply(b)
+                self._pending = b.scheduled_reply  # whole: replies go out ahead of real time
                 self._captured = True
             return
         if started and not self._captured:  # a reply that began and ended inside this chunk
