@@ -64,4 +64,10 @@ async def serve_fake(
         return await serve_websocket_fake(
             fake, host=host, port=port, faults=faults, ssl_context=ssl_context
         )
+    if isinstance(fake, Http2Fake):
+        from duplexsim.clients.fakekit.h2fake import serve_http2_fake
+
+        return await serve_http2_fake(
+            fake, host=host, port=port, faults=faults, ssl_context=ssl_context
+        )
     raise NotImplementedError(f"no transport for {type(fake).__name__} yet")

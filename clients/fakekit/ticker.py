@@ -23,9 +23,12 @@ class Ticker:
         self._on_tick = on_tick
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
 
     def arm(self, soonest: float = 0.0) -> None:
         """Set the timer for the conversation's next wake-up, unless it is set earlier."""
+        if self._stopped:
+            return
         at = self._conversation.wake_at()
         if at is None or (self._timer is not None and self._timer.when() <= at):
             return
@@ -34,6 +37,8 @@ class Ticker:
         self._timer = self._loop.call_at(max(at, soonest), self._fire)
 
     def cancel(self) -> None:
+        """Stop for good: the connection is over."""
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
