@@ -70,4 +70,8 @@ async def serve_fake(
         return await serve_http2_fake(
             fake, host=host, port=port, faults=faults, ssl_context=ssl_context
         )
-    raise NotImplementedError(f"no transport for {type(fake).__name__} yet")
+    if ssl_context is not None:
+        raise ValueError("the WebRTC transport serves its signalling without TLS")
+    from duplexsim.clients.fakekit.rtcfake import serve_webrtc_fake
+
+    return await serve_webrtc_fake(fake, host=host, port=port, faults=faults)

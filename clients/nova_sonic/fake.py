@@ -80,13 +80,14 @@ class ServerProtocol:
         self._reply: _Reply | None = None
         self._done = False
 
-    def receive(self, data: bytes, now: float | None = None) -> list[Action]:
+    def receive(self, data: str | bytes, now: float | None = None) -> list[Action]:
         """The actions answering request bytes that arrived at ``now`` (None: no clock; the
         timeline then moves with the input alone)."""
         self._now = now
         if self._done:
             return []
         actions: list[Action] = []
+        data = data if isinstance(data, bytes) else data.encode()  # HTTP/2 hands over bytes
         try:
             for envelope in self._envelopes.feed(data):
                 actions += self._envelope(envelope.headers, envelope.payload)

@@ -293,12 +293,8 @@ def test_openai_webrtc_channel_messages_parse_as_the_sdks_events() -> None:
     pytest.importorskip("aiortc")
     from openai.types.realtime import RealtimeClientEvent, RealtimeServerEvent
 
-    from duplexsim.clients.openai_webrtc.protocol import (
-        ClientProtocol,
-        SendEvent,
-        ServerProtocol,
-        WebRTCOptions,
-    )
+    from duplexsim.clients.openai_webrtc.fake import SendEvent, ServerProtocol
+    from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
 
     for opts in ({}, {"turn_detection": "none"}):
         client = ClientProtocol(WebRTCOptions.from_options(dict(opts)))
