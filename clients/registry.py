@@ -33,7 +33,7 @@ _CLIENTS: dict[str, str] = {
     "replay": "duplexsim.clients.recorded:ReplayClient",
 }
 
-# protocol name -> "module:attribute" of an async factory:
+# protocol name -> "module:attribute" of an async factory, each a declaration the fake kit serves:
 #   start(behaviour_factory, *, host, port, faults) -> duplexsim.clients.fakekit.fakeserver.RunningServer
 _SERVERS: dict[str, str] = {
     "pcm-ws": "duplexsim.clients.pcm_ws.server:start_server",

@@ -8,7 +8,7 @@ that feed audio faster than real time see them at the same point of the stream. 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from duplexsim.clients.fakekit.serveractions import Action, Close, Send, Stall
@@ -67,13 +67,25 @@ class Faults:
         return threshold_s is not None and received_s >= threshold_s
 
 
+_CLOSING = (Close(1011, "injected fault: close_after_s"),)
+_BROKEN = Close(1011, "injected fault: malformed_after_s")
+
+
 class MediaFaults:
     """One connection's media faults as a fake's actions, the same for every protocol: a close
-    (1011) or a stall once enough input has arrived, and one malformed message. ``finished``
-    turns True with the first action that ends the connection, so the fake can stop answering."""
+    or a stall once enough input has arrived, and one malformed message. ``finished`` turns True
+    with the first action that ends the connection, so the fake can stop answering.
 
-    def __init__(self, faults: Faults) -> None:
+    A protocol whose service ends a session its own way says how: ``closing``, the actions of
+    ``close_after_s`` (by default a 1011 close); ``broken``, the close after a malformed message
+    when ``malformed_then_close`` asks for one."""
+
+    def __init__(
+        self, faults: Faults, *, closing: Sequence[Action] = _CLOSING, broken: Close = _BROKEN
+    ) -> None:
         self._faults = faults
+        self._closing = list(closing)
+        self._broken = broken
         self._malformed_sent = False
         self.finished = False
 
@@ -81,7 +93,7 @@ class MediaFaults:
         """The close or stall due after ``received_s`` of input; empty while none is."""
         if Faults.reached(self._faults.close_after_s, received_s):
             self.finished = True
-            return [Close(1011, "injected fault: close_after_s")]
+            return list(self._closing)
         if Faults.reached(self._faults.stall_after_s, received_s):
             self.finished = True
             return [Stall()]
@@ -96,5 +108,5 @@ class MediaFaults:
         actions: list[Action] = [Send(garbage())]
         if self._faults.malformed_then_close:
             self.finished = True
-            actions.append(Close(1011, "injected fault: malformed_after_s"))
+            actions.append(self._broken)
         return actions

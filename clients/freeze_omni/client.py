@@ -22,7 +22,7 @@ from duplexsim.clients.freeze_omni.events import INPUT_RATE, OUTPUT_RATE
 from duplexsim.clients.freeze_omni.protocol import ClientProtocol
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
 from duplexsim.clients.transport.wsconn import WsConnection
-from duplexsim.core.errors import ConfigError, ConnectError, Disconnected
+from duplexsim.core.errors import ConfigError, ConnectError
 
 __all__ = ["FreezeOmniClient", "socketio_url"]
 
@@ -80,7 +80,7 @@ class FreezeOmniClient(WebSocketClient):
                     frame = await ws.recv()
                     self.bytes_received += message_size(frame)
                     for answer in self._proto.handshake(frame):
-                        await self._send(answer)
+                        await self.send_message(answer)
         except TimeoutError:
             raise ConnectError(
                 f"the conversation did not start within {self.config.connect_timeout_s:g} s"
@@ -96,15 +96,8 @@ class FreezeOmniClient(WebSocketClient):
 
     async def send_encoded(self, message: WireMessage) -> None:
         for owed in self._proto.take_pending():
-            await self._send(owed)
-        await self._send(message)
-
-    async def _send(self, message: WireMessage) -> None:
-        try:
-            await self.send_message(message)
-        except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += message_size(message)
+            await self.send_message(owed)
+        await self.send_message(message)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         return self._proto.receive(message, arrival)

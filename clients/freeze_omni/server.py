@@ -1,4 +1,4 @@
-"""The Freeze-Omni fake server: a thin asyncio shell that moves frames to and from ServerProtocol.
+"""The Freeze-Omni fake server: ``fake.ServerProtocol`` served over WebSocket by the kit.
 
 It listens at ``/socket.io/`` for Engine.IO 4 WebSocket connections, so python-socketio's own
 client connects to it as it would to the demo server. ``max_users`` answers connections past
@@ -11,15 +11,10 @@ import itertools
 from collections.abc import Callable
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import (
-    RunningServer,
-    Untimed,
-    serve_session,
-    serve_websockets,
-)
+from duplexsim.clients.fakekit.declare import Request, Session, Untimed, WebSocketFake
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.freeze_omni.fake import PATH, ServerProtocol
-from duplexsim.clients.transport.wsconn import WsConnection
 
 __all__ = ["start_server"]
 
@@ -39,7 +34,7 @@ async def start_server(
     ids = itertools.count(1)
     users = 0
 
-    async def handler(ws: WsConnection) -> None:
+    def accept(request: Request) -> Session:
         nonlocal users
         full = max_users is not None and users >= max_users
         users += 0 if full else 1
@@ -51,11 +46,12 @@ async def start_server(
             ping_interval_s=ping_interval_s,
             ping_timeout_s=ping_timeout_s,
         )
-        try:
-            assert ws.request is not None
-            opening = protocol.open(ws.request.path)
-            await serve_session(ws, opening, Untimed(protocol.receive), faults)
-        finally:
+
+        def ended() -> None:
+            nonlocal users
             users -= 0 if full else 1
 
-    return await serve_websockets(handler, host=host, port=port, faults=faults, path=PATH)
+        return Session(Untimed(protocol.receive), protocol.open(request.path), ended=ended)
+
+    fake = WebSocketFake(accept, path=PATH)
+    return await serve_fake(fake, host=host, port=port, faults=faults)

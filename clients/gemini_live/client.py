@@ -94,11 +94,10 @@ class GeminiLiveClient(WebSocketClient):
 
     async def _send(self, messages: list[str]) -> None:
         for message in messages:
-            try:
-                await self.send_message(message)
-            except ConnectionClosed as exc:
-                raise self._closed(exc, "while sending") from None
-            self.bytes_sent += len(message)
+            await self.send_message(message)
+
+    def closed_while_sending(self, exc: ConnectionClosed) -> SessionError:
+        return self._closed(exc, "while sending")
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         return self._proto.receive(message, arrival)

@@ -1,4 +1,4 @@
-"""The Gemini Live fake server: a thin asyncio shell that moves frames to and from ServerProtocol.
+"""The Gemini Live fake server: ``fake.ServerProtocol`` served over WebSocket by the kit.
 
 It listens at the real path (``/ws/google.ai.generativelanguage.v1beta.GenerativeService.
 BidiGenerateContent``). Faults act as on every fake, except ``rate_limit_first``: the real API
@@ -12,10 +12,11 @@ import ssl
 from collections.abc import Callable
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.declare import Request, Session, WebSocketFake
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults, Rejection
-from duplexsim.clients.gemini_live.protocol import PATHS, ServerProtocol
-from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.clients.gemini_live.fake import ServerProtocol
+from duplexsim.clients.gemini_live.protocol import PATHS
 
 __all__ = ["start_server"]
 
@@ -37,39 +38,33 @@ async def start_server(
     connects with TLS only).
     """
     faults = faults or Faults()
-    admission = _QuotaAdmission(faults)
+    quota = _Quota()
 
-    async def handler(ws: WsConnection) -> None:
-        quota = admission.take_quota()
-        protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota)
-        assert ws.request is not None
-        opening = protocol.open(ws.request.path, ws.request.headers)
-        await serve_session(ws, opening, protocol, faults)
+    def accept(request: Request) -> Session:
+        protocol = ServerProtocol(behaviour_factory, faults, api_key=api_key, quota=quota.take())
+        return Session(protocol, protocol.open(request.path, request.headers))
 
-    return await serve_websockets(
-        handler, host=host, port=port, faults=admission, path=PATHS[0], ssl_context=ssl_context
-    )
+    fake = WebSocketFake(accept, path=PATHS[0], refuse=quota.admit)
+    return await serve_fake(fake, host=host, port=port, faults=faults, ssl_context=ssl_context)
 
 
-class _QuotaAdmission(Faults):
-    """``faults`` as serve_websockets sees it: the same answers and counts, except that a
-    rate-limited attempt is upgraded and marked, for the handler to close with RESOURCE_EXHAUSTED.
-    (Attempts racing each other may swap which one gets the mark; the number is right.)"""
+class _Quota:
+    """The handshake faults, except that a rate-limited attempt is upgraded and marked, for its
+    session to close with RESOURCE_EXHAUSTED. (Attempts racing each other may swap which one gets
+    the mark; the number is right.)"""
 
-    def __init__(self, inner: Faults) -> None:
-        super().__init__()
-        self.inner = inner
-        self.quota_due = 0
+    def __init__(self) -> None:
+        self.due = 0
 
-    def admit(self) -> Rejection | None:
-        rejection = self.inner.admit()
-        if rejection is not None and rejection.status == 429 and self.inner.refuse_status is None:
-            self.quota_due += 1
+    def admit(self, request: Request, faults: Faults) -> Rejection | None:
+        rejection = faults.admit()
+        if rejection is not None and rejection.status == 429 and faults.refuse_status is None:
+            self.due += 1
             return None
         return rejection
 
-    def take_quota(self) -> bool:
-        if self.quota_due <= 0:
+    def take(self) -> bool:
+        if self.due <= 0:
             return False
-        self.quota_due -= 1
+        self.due -= 1
         return True

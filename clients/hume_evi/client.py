@@ -19,7 +19,7 @@ from duplexsim.clients.hume_evi import events as wire
 from duplexsim.clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
 from duplexsim.clients.transport.wsconn import WsConnection
-from duplexsim.core.errors import ConfigError, ConnectError, Disconnected
+from duplexsim.core.errors import ConfigError, ConnectError
 
 __all__ = ["DEFAULT_URL", "HumeEviClient"]
 
@@ -110,11 +110,7 @@ class HumeEviClient(WebSocketClient):
         return [self._proto.audio_frame(row) for row in frames]
 
     async def send_encoded(self, message: WireMessage) -> None:
-        try:
-            await self.send_message(message)
-        except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += message_size(message)
+        await self.send_message(message)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         return self._proto.receive(message, arrival)

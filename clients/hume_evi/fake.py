@@ -17,28 +17,46 @@ audio's loudness only (louder: more Excitement, quieter: more Calmness), for wir
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.declare import Request
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults, Rejection
 from duplexsim.clients.fakekit.mediaclock import MediaClock
-from duplexsim.clients.fakekit.replypacing import chunk_reply, chunks_due, next_chunk_at
+from duplexsim.clients.fakekit.replypacing import PacedReply, lead_in
 from duplexsim.clients.fakekit.serveractions import Action, Send
 from duplexsim.clients.hume_evi import events as wire
 from duplexsim.clients.hume_evi.protocol import OUTPUT_RATE
 from duplexsim.clients.hume_evi.wav import encode_wav
-from duplexsim.core.audio import pcm16_to_float, resample
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 from duplexsim.core.errors import ProtocolError
 
-__all__ = ["PATH", "ServerProtocol", "prosody_scores"]
+__all__ = ["PATH", "ServerProtocol", "check_key", "prosody_scores"]
 
 PATH = "/v0/evi/chat"
 RECENT_S = 30.0  # input kept for scoring the user's turn
+
+
+def check_key(api_key: str | None, request: Request) -> Rejection | None:
+    """HTTP 401 for a handshake without a key (the ``X-Hume-Api-Key`` header, or ``api_key`` /
+    ``access_token`` in the query), or, when the fake has ``api_key``, another one."""
+    query = parse_qs(urlsplit(request.path).query)
+    given = (
+        request.headers.get("X-Hume-Api-Key")
+        or query.get("api_key", [""])[0]
+        or query.get("access_token", [""])[0]
+    )
+    if given and (api_key is None or given == api_key):
+        return None
+    body = json.dumps({"message": "Websocket initialized with invalid credentials."})
+    return Rejection(401, {}, body + "\n")  # never echo what was sent
 
 
 def prosody_scores(x: NDArray[np.float32]) -> dict[str, float]:
@@ -54,11 +72,8 @@ def prosody_scores(x: NDArray[np.float32]) -> dict[str, float]:
 @dataclass
 class _Playback:
     id: str
-    chunks: list[bytes]  # 48 kHz PCM16
-    start: int  # input sample where it plays ...
-    end: int  # ... and where it has played out: user speech before then interrupts it
+    reply: PacedReply  # 48 kHz PCM16 from its start; user speech before its end interrupts it
     scores: dict[str, float]
-    sent: int = 0
 
 
 class ServerProtocol:
@@ -160,9 +175,7 @@ class ServerProtocol:
         p = self._playing
         if p is None:
             return None if self._pending is None else self._clock.when(self._pending[0] + 1)
-        if p.sent < len(p.chunks):
-            return self._clock.when(next_chunk_at(p.start, p.sent, self._rate))
-        return self._clock.when(p.end)
+        return self._clock.when(p.reply.next_due())
 
     def _start_reply(self, c0: int, position: int) -> list[Action]:
         if self._pending is None or self._playing is not None or self._pending[0] >= position:
@@ -171,9 +184,10 @@ class ServerProtocol:
         at, audio, out = self._pending
         self._pending = None
         self._replies += 1
-        chunks = chunk_reply(out, at, c0, self._rate, OUTPUT_RATE)
+        pcm = lead_in(at, c0, self._rate, OUTPUT_RATE) + float_to_pcm16(out)
+        reply = PacedReply.split(pcm, OUTPUT_RATE, start=at, end=at + audio.size, rate=self._rate)
         reply_id = f"{self._chat_id}-reply-{self._replies}"
-        self._playing = _Playback(reply_id, chunks, at, at + audio.size, prosody_scores(audio))
+        self._playing = _Playback(reply_id, reply, prosody_scores(audio))
         said = f"{self._behaviour.name} reply, {audio.size / self._rate:.2f} s"
         messages: list[wire.ServerMessage] = [
             self._user_message(),
@@ -204,19 +218,18 @@ class ServerProtocol:
         p = self._playing
         if p is None:
             return []
-        if p.sent == len(p.chunks):  # all sent: playing out on the client until its end
-            if position >= p.end:
+        r = p.reply
+        if r.generated:  # all sent: playing out on the client until its end
+            if position >= r.end:
                 self._playing = None
             return []
-        due = chunks_due(p.start, position, self._rate, len(p.chunks))
         actions: list[Action] = [
             Send(
-                wire.encode_server(wire.AudioOutput(p.id, i, encode_wav(p.chunks[i], OUTPUT_RATE)))
+                wire.encode_server(wire.AudioOutput(p.id, i, encode_wav(r.chunks[i], OUTPUT_RATE)))
             )
-            for i in range(p.sent, due)
+            for i in r.take_due(position)
         ]
-        p.sent = max(p.sent, due)
-        if p.sent == len(p.chunks):
+        if r.generated:
             ends: list[wire.ServerMessage] = [
                 wire.AssistantProsody(p.id, p.scores),
                 wire.AssistantEnd(),

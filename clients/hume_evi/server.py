@@ -1,32 +1,25 @@
-"""The EVI fake server: a thin asyncio shell that moves frames to and from ServerProtocol.
+"""The EVI fake server: ``fake.ServerProtocol`` served over WebSocket by the kit.
 
 It listens at ``/v0/evi/chat``, so the ``hume`` SDK connects to it when its environment's
 ``evi`` URL points here (``ws://127.0.0.1:PORT/v0/evi``). A handshake without a key (the
 ``X-Hume-Api-Key`` header, or ``api_key`` / ``access_token`` in the query; any key when the fake
-is given none, that one otherwise) is refused with HTTP 401, which the SDK reports as
+is given none, that one otherwise) is refused with HTTP 401 (``fake.check_key``), which the SDK reports as
 "Websocket initialized with invalid credentials".
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import ssl
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qs, urlsplit
-
-from websockets.http11 import Request, Response
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import (
-    RunningServer,
-    serve_session,
-    serve_websockets,
-)
+from duplexsim.clients.fakekit.declare import Request, Session, WebSocketFake, faults_then
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
-from duplexsim.clients.hume_evi.fake import PATH, ServerProtocol
-from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.clients.hume_evi.fake import PATH, ServerProtocol, check_key
 
 __all__ = ["start_server"]
 
@@ -43,22 +36,9 @@ async def start_server(
     """Serve EVI's chat; each connection gets a behaviour at the rate its settings name.
     ``ssl_context`` serves wss://."""
     faults = faults or Faults()
-
-    def check(connection: WsConnection, request: Request) -> Response | None:
-        query = parse_qs(urlsplit(request.path).query)
-        given = (
-            request.headers.get("X-Hume-Api-Key")
-            or query.get("api_key", [""])[0]
-            or query.get("access_token", [""])[0]
-        )
-        if given and (api_key is None or given == api_key):
-            return None
-        body = json.dumps({"message": "Websocket initialized with invalid credentials."})
-        return connection.respond(401, body + "\n")  # never echo what was sent
-
     ids = itertools.count(1)
 
-    async def handler(ws: WsConnection) -> None:
+    def accept(request: Request) -> Session:
         # Unix time only stamps user_interruption, as EVI does; replies run on media time
         protocol = ServerProtocol(
             behaviour_factory,
@@ -66,9 +46,8 @@ async def start_server(
             chat_id=f"chat-{next(ids)}",
             start_unix_ms=round(time.time() * 1000),
         )
-        await serve_session(ws, protocol.open(), protocol, faults)
+        return Session(protocol, protocol.open())
 
-    return await serve_websockets(
-        handler, host=host, port=port, faults=faults, path=PATH, check=check,
-        ssl_context=ssl_context,
-    )  # fmt: skip
+    refuse = faults_then(functools.partial(check_key, api_key))
+    fake = WebSocketFake(accept, path=PATH, refuse=refuse)
+    return await serve_fake(fake, host=host, port=port, faults=faults, ssl_context=ssl_context)

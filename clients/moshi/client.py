@@ -28,7 +28,7 @@ from duplexsim.clients.moshi.codec import FRAME, OPUS_DELAY_SAMPLES, RATE
 from duplexsim.clients.moshi.protocol import ClientProtocol, chat_url, query_params
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
 from duplexsim.clients.transport.wsconn import WsConnection
-from duplexsim.core.errors import ConnectError, Disconnected
+from duplexsim.core.errors import ConnectError
 
 __all__ = ["CODEC_DELAY_S", "FRAME_MS", "MoshiClient"]
 
@@ -86,11 +86,7 @@ class MoshiClient(WebSocketClient):
         data = self._proto.audio_message(samples)
         if data is None:
             return  # less than a whole 80 ms frame so far
-        try:
-            await self.send_message(data)
-        except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += len(data)
+        await self.send_message(data)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         return self._proto.receive(message, arrival)

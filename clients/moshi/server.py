@@ -1,7 +1,7 @@
-"""The moshi fake server: a thin asyncio shell that moves messages to and from ServerProtocol.
+"""The moshi fake server: ``fake.ServerProtocol`` served over WebSocket by the kit.
 
 It serves ``/api/chat`` only and records each connection's query parameters. ``flavour`` picks the
-server it imitates (``duplexsim.clients.moshi.protocol.FLAVOURS``: "moshi", the Python server; "rust", with
+server it imitates (``duplexsim.clients.moshi.fake.FLAVOURS``: "moshi", the Python server; "rust", with
 its 9-byte handshake, metadata and 40 ms packets; "personaplex", which needs ``text_prompt`` and a
 known ``voice_prompt``). ``exclusive`` takes the real servers' global lock (one conversation at a
 time, later clients wait for their handshake); ``handshake_delay_s`` stands for PersonaPlex's
@@ -14,30 +14,15 @@ client that stops sending stops the model.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.exceptions import ConnectionClosed
-
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import (
-    DelayedOutbox,
-    RunningServer,
-    Untimed,
-    carry_out,
-    converse,
-    serve_websockets,
-)
+from duplexsim.clients.fakekit.declare import Request, Session, Untimed, WebSocketFake
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
-from duplexsim.clients.moshi.protocol import (
-    CHAT_PATH,
-    FLAVOURS,
-    Flavour,
-    ServerProtocol,
-)
-from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.clients.moshi.fake import FLAVOURS, Flavour, ServerProtocol
+from duplexsim.clients.moshi.protocol import CHAT_PATH
 from duplexsim.core.errors import ConfigError
 
 __all__ = ["MoshiServer", "start_server"]
@@ -67,29 +52,21 @@ async def start_server(
     """Serve moshi's /api/chat; each connection gets a fresh behaviour at 24 kHz."""
     faults = faults or Faults()
     kind = _flavour(flavour)
-    lock = asyncio.Lock() if exclusive else None
     queries: list[dict[str, str]] = []
 
-    async def handler(ws: WsConnection) -> None:
-        target = urlsplit(ws.request.path if ws.request is not None else "")
+    def accept(request: Request) -> Session:
+        target = urlsplit(request.path)
         if target.path.rstrip("/") != CHAT_PATH:
-            await ws.close(1008, f"no route {target.path[:60]!r}: this server serves {CHAT_PATH}")
-            return
+            return Session.turned_away(
+                1008, f"no route {target.path[:60]!r}: this server serves {CHAT_PATH}"
+            )
         query = dict(parse_qsl(target.query, keep_blank_values=True))
         queries.append(query)
         protocol = ServerProtocol(behaviour_factory, faults, flavour=kind, query=query)
-        outbox = DelayedOutbox(ws, faults.extra_latency_s)
-        try:
-            with contextlib.suppress(ConnectionClosed):
-                async with lock or contextlib.nullcontext():
-                    if handshake_delay_s > 0:
-                        await asyncio.sleep(handshake_delay_s)
-                    if not await carry_out(ws, protocol.open(), outbox):
-                        await converse(ws, Untimed(protocol.receive), outbox)
-        finally:
-            outbox.cancel()
+        return Session(Untimed(protocol.receive), protocol.open())
 
-    running = await serve_websockets(handler, host=host, port=port, faults=faults)
+    fake = WebSocketFake(accept, exclusive=exclusive, opening_delay_s=handshake_delay_s)
+    running = await serve_fake(fake, host=host, port=port, faults=faults)
     return MoshiServer(running, queries)
 
 

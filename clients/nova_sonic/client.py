@@ -24,7 +24,9 @@ from urllib.parse import quote, urlsplit
 from numpy.typing import NDArray
 
 from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
-from duplexsim.clients.nova_sonic.h2io import (
+from duplexsim.clients.nova_sonic.protocol import ClientProtocol, SonicSettings, http_error
+from duplexsim.clients.nova_sonic.sigv4 import Credentials, EventSigner, sign_request
+from duplexsim.clients.transport.h2io import (
     ConnectionTerminated,
     DataReceived,
     Event,
@@ -35,8 +37,6 @@ from duplexsim.clients.nova_sonic.h2io import (
     StreamReset,
     is_broken,
 )
-from duplexsim.clients.nova_sonic.protocol import ClientProtocol, SonicSettings, http_error
-from duplexsim.clients.nova_sonic.sigv4 import Credentials, EventSigner, sign_request
 from duplexsim.core.errors import (
     ConfigError,
     ConnectError,

@@ -29,12 +29,12 @@ from numpy.typing import NDArray
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.clients.fakekit.faults import Faults, MediaFaults
 from duplexsim.clients.fakekit.mediaclock import MediaClock
-from duplexsim.clients.fakekit.replypacing import chunk_reply, chunks_due, next_chunk_at
+from duplexsim.clients.fakekit.replypacing import PacedReply, lead_in
 from duplexsim.clients.fakekit.serveractions import Action, Close, Send
 from duplexsim.clients.nova_sonic import events as wire
 from duplexsim.clients.nova_sonic.eventstream import MessageReader
 from duplexsim.clients.nova_sonic.sigv4 import amz_date, event_signature
-from duplexsim.core.audio import pcm16_to_float, resample
+from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 from duplexsim.core.errors import ProtocolError
 
 __all__ = ["ServerProtocol"]
@@ -45,11 +45,8 @@ RATES = (8000, 16000, 24000)
 @dataclass
 class _Reply:
     content_id: str
-    chunks: list[bytes]
-    start: int  # input sample where it plays ...
-    end: int  # ... and where it has played out
+    audio: PacedReply
     said: str
-    sent: int = 0
 
 
 class ServerProtocol:
@@ -83,13 +80,14 @@ class ServerProtocol:
         self._reply: _Reply | None = None
         self._done = False
 
-    def receive(self, data: bytes, now: float | None = None) -> list[Action]:
+    def receive(self, data: str | bytes, now: float | None = None) -> list[Action]:
         """The actions answering request bytes that arrived at ``now`` (None: no clock; the
         timeline then moves with the input alone)."""
         self._now = now
         if self._done:
             return []
         actions: list[Action] = []
+        data = data if isinstance(data, bytes) else data.encode()  # HTTP/2 hands over bytes
         try:
             for envelope in self._envelopes.feed(data):
                 actions += self._envelope(envelope.headers, envelope.payload)
@@ -210,9 +208,7 @@ class ServerProtocol:
         if r is None:
             assert self._pending is not None
             return self._clock.when(self._pending[0] + 1)
-        if r.sent < len(r.chunks):
-            return self._clock.when(next_chunk_at(r.start, r.sent, self._rate))
-        return self._clock.when(r.end)
+        return self._clock.when(r.audio.next_due())
 
     def _start_reply(self, c0: int, position: int) -> list[dict[str, Any]]:
         if self._pending is None or self._reply is not None or self._pending[0] >= position:
@@ -220,9 +216,12 @@ class ServerProtocol:
         assert self._behaviour is not None
         at, audio, out = self._pending
         self._pending = None
-        chunks = chunk_reply(out, at, c0, self._rate, self._out_rate)
+        pcm = lead_in(at, c0, self._rate, self._out_rate) + float_to_pcm16(out)
+        paced = PacedReply.split(
+            pcm, self._out_rate, start=at, end=at + audio.size, rate=self._rate
+        )
         said = f"{self._behaviour.name} reply, {audio.size / self._rate:.2f} s"
-        self._reply = _Reply(self._id("audio"), chunks, at, at + audio.size, said)
+        self._reply = _Reply(self._id("audio"), paced, said)
         events: list[dict[str, Any]] = []
         if self._completion is None:
             self._completion = self._id("completion")
@@ -241,18 +240,16 @@ class ServerProtocol:
         r = self._reply
         if r is None:
             return []
-        if r.sent == len(r.chunks):  # all sent: playing out on the client until its end
-            if position >= r.end:
+        if r.audio.generated:  # all sent: playing out on the client until its end
+            if position >= r.audio.end:
                 self._reply = None
             return []
-        due = chunks_due(r.start, position, self._rate, len(r.chunks))
         events = [
             self._ev("audioOutput", {"contentId": r.content_id,
-                                     "content": base64.b64encode(r.chunks[i]).decode()})
-            for i in range(r.sent, due)
+                                     "content": base64.b64encode(r.audio.chunks[i]).decode()})
+            for i in r.audio.take_due(position)
         ]  # fmt: skip
-        r.sent = max(r.sent, due)
-        if r.sent == len(r.chunks):
+        if r.audio.generated:
             events.append(self._content_end(r.content_id, "AUDIO", "END_TURN"))
             events += self._text("ASSISTANT", "FINAL", r.said, "END_TURN")
             events.append(self._ev("usageEvent", {"totalInputTokens": 0, "totalOutputTokens": 0}))
@@ -263,7 +260,7 @@ class ServerProtocol:
         assert r is not None and self._behaviour is not None
         self._behaviour.interrupt()
         events = self._text("ASSISTANT", "FINAL", wire.INTERRUPTED, "INTERRUPTED")
-        if r.sent < len(r.chunks):
+        if not r.audio.generated:
             events.append(self._content_end(r.content_id, "AUDIO", "INTERRUPTED"))
         return events
 

@@ -19,7 +19,7 @@ from duplexsim.clients.openai_realtime.config import RealtimeOptions
 from duplexsim.clients.openai_realtime.protocol import ClientProtocol, endpoint_url
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
 from duplexsim.clients.transport.wsconn import WsConnection
-from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError
+from duplexsim.core.errors import ConnectError, ProtocolError
 
 __all__ = [
     "AzurePreviewRealtimeClient",
@@ -96,24 +96,17 @@ class OpenAIRealtimeClient(WebSocketClient):
             raise ConnectError(f"connection closed during set-up: {close_text(exc)}") from None
 
     async def send_audio(self, samples: NDArray[Any]) -> None:
-        await self._send(self._proto.audio_message(samples))
+        await self.send_message(self._proto.audio_message(samples))
 
     def encode_audio(self, frames: NDArray[Any]) -> list[str]:
         return [self._proto.audio_message(row) for row in frames]
 
     async def send_encoded(self, message: WireMessage) -> None:
-        await self._send(message if isinstance(message, str) else message.decode())
+        await self.send_message(message if isinstance(message, str) else message.decode())
 
     async def commit_turn(self) -> None:
         for message in self._proto.commit_messages():
-            await self._send(message)
-
-    async def _send(self, message: str) -> None:
-        try:
             await self.send_message(message)
-        except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += len(message)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         if not isinstance(message, str):

@@ -1,5 +1,5 @@
 """The OpenAI-family dialects: every way a server speaking Realtime-style events differs from
-OpenAI's own, as data. One client (``protocol``), one fake (``server_protocol``) for all of them.
+OpenAI's own, as data. One client (``protocol``), one fake (``fake``) for all of them.
 
 What differs: where the endpoint lives and how the key and the model travel (``path``,
 ``auth``, ``model_param``, ``query``); the shape of the ``session`` object (``shape``: OpenAI's

@@ -1,32 +1,32 @@
-"""The fake OpenAI-family server: a thin asyncio shell around ServerProtocol, in any dialect.
+"""The fake OpenAI-family server: ``fake.ServerProtocol`` served over WebSocket by the kit, in any
+dialect.
 
 It serves at the dialect's path (``/v1/realtime`` for OpenAI and xAI, ``/openai/v1/realtime`` for
 Azure OpenAI, ``/openai/realtime`` for its preview API versions, ``/voice-live/realtime`` for Azure
 Voice Live, ``/api-ws/v1/realtime`` for DashScope)
 and checks the handshake before the upgrade, in this order: injected faults (``Faults.admit``),
 the path (404), the key where the dialect sends it (401: missing, empty, or not ``api_key`` when
-one is set; by default any non-empty key passes) and, when asked, the model (400).
+one is set; by default any non-empty key passes) and, when asked, the model (400)
+(``fake.check_handshake``).
 An ``OpenAI-Beta`` header is let through and answered like the real server answers it: an
 ``error`` event with code ``beta_api_shape_disabled``, then a close.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.http11 import Request, Response
-
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.declare import Request, Session, WebSocketFake, faults_then
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.openai_realtime import dialects
-from duplexsim.clients.openai_realtime.server_protocol import ServerProtocol
-from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.clients.openai_realtime.fake import ServerProtocol, check_handshake
 
 __all__ = [
     "PATH",
@@ -65,42 +65,21 @@ async def start_server(
     d = dialects.dialect(dialect)
     ids = itertools.count(1)
 
-    def check(connection: WsConnection, request: Request) -> Response | None:
-        url = urlsplit(request.path)
-        if url.path.rstrip("/") != d.path:
-            return _refuse(connection, 404, "invalid_request_error", "not_found", "Not found.")
-        key = d.key_from(request.headers)
-        if key is None or (api_key and key != api_key):
-            message = "Incorrect or missing API key."  # never echo what was sent
-            return _refuse(connection, 401, "invalid_request_error", "invalid_api_key", message)
-        query = dict(parse_qsl(url.query))
-        if require_model and not (query.get(d.model_param) or query.get("call_id")):
-            message = f"Missing required parameter: '{d.model_param}'."
-            return _refuse(connection, 400, "invalid_request_error", "missing_model", message)
-        return None
-
-    async def handler(ws: WsConnection) -> None:
-        assert ws.request is not None
+    def accept(request: Request) -> Session:
         protocol = ServerProtocol(
             behaviour_factory,
             faults,
             dialect=d,
             beta_names=beta_names,
-            beta_header="OpenAI-Beta" in ws.request.headers,
-            model=dict(parse_qsl(urlsplit(ws.request.path).query)).get(d.model_param),
+            beta_header="OpenAI-Beta" in request.headers,
+            model=dict(parse_qsl(urlsplit(request.path).query)).get(d.model_param),
             session_id=f"sess_fake_{next(ids)}",
         )
-        await serve_session(ws, protocol.opening(), protocol, faults)
+        return Session(protocol, protocol.opening())
 
-    return await serve_websockets(
-        handler,
-        host=host,
-        port=port,
-        faults=faults,
-        path=d.path,
-        check=check,
-        ssl_context=ssl_context,
-    )
+    refuse = faults_then(functools.partial(check_handshake, d, api_key, require_model))
+    fake = WebSocketFake(accept, path=d.path, refuse=refuse)
+    return await serve_fake(fake, host=host, port=port, faults=faults, ssl_context=ssl_context)
 
 
 def dialect_server(dialect: str) -> Callable[..., Awaitable[RunningServer]]:
@@ -118,11 +97,3 @@ start_azure = dialect_server("azure")
 start_azure_preview = dialect_server("azure-preview")
 start_voice_live = dialect_server("voice-live")
 start_qwen = dialect_server("qwen")
-
-
-def _refuse(connection: WsConnection, status: int, kind: str, code: str, message: str) -> Response:
-    body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
-    response = connection.respond(status, body + "\n")
-    del response.headers["Content-Type"]
-    response.headers["Content-Type"] = "application/json"
-    return response

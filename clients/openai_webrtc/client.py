@@ -49,7 +49,7 @@ from duplexsim.clients.base import (
 )
 from duplexsim.clients.openai_webrtc import signaling
 from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
-from duplexsim.clients.openai_webrtc.rtc import (
+from duplexsim.clients.transport.rtc import (
     ENCODER_DELAY_S,
     FRAME_S,
     RATE,

@@ -11,42 +11,26 @@ with WebRTC's differences; audio travels on the RTP track instead of
 is ``output_audio_buffer.stopped`` (its buffer drained) or ``.cleared`` (cut off). A response that
 never announced ``output_audio_buffer.started`` ends at ``response.done``.
 
-``ServerProtocol`` is the fake server's side: it drives a reference behaviour with the audio the
-track delivers, speaks the data channel and applies the media-time faults.
+The fake server's side is ``fake``.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from numpy.typing import NDArray
 
 from duplexsim.clients.base import (
     ClientEvent,
     EndOfTurn,
 )
-from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime import protocol as core
 from duplexsim.clients.openai_realtime.config import merge
 from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
-from duplexsim.core import safejson
 from duplexsim.core.errors import ConfigError
 
-__all__ = [
-    "Action",
-    "ClientProtocol",
-    "Close",
-    "SendAudio",
-    "SendEvent",
-    "ServerProtocol",
-    "Stall",
-    "WebRTCOptions",
-]
+__all__ = ["ClientProtocol", "WebRTCOptions"]
 
 _KNOWN = {
     "turn_detection",
@@ -191,9 +175,6 @@ def _flag(o: Mapping[str, Any], name: str, default: bool | None) -> bool | None:
     return value
 
 
-# --- the client side ----------------------------------------------------------------------------
-
-
 class ClientProtocol(core.ClientProtocol):
     """The OpenAI-family session core, with WebRTC's two differences: audio comes over RTP (any
     ``response.output_audio.delta`` on the channel is ignored), and the reply ends when its
@@ -224,183 +205,3 @@ class ClientProtocol(core.ClientProtocol):
                     return [] if by_response else [EndOfTurn(arrival)]
                 return []
         return super().map(msg, arrival)
-
-
-# --- the fake server's side ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SendEvent:
-    text: str
-
-
-@dataclass(frozen=True)
-class SendAudio:
-    samples: NDArray[Any]  # at the behaviour's rate
-
-
-@dataclass(frozen=True)
-class Close:
-    reason: str
-
-
-@dataclass(frozen=True)
-class Stall:
-    """Send nothing more and ignore the input, leaving the call up."""
-
-
-Action = SendEvent | SendAudio | Close | Stall
-
-_DEFAULT_SESSION: dict[str, Any] = {
-    "type": "realtime",
-    "object": "realtime.session",
-    "model": "gpt-realtime",
-    "output_modalities": ["audio"],
-    "audio": {
-        "input": {
-            "turn_detection": {
-                "type": "server_vad",
-                "threshold": 0.5,
-                "prefix_padding_ms": 300,
-                "silence_duration_ms": 500,
-                "create_response": True,
-                "interrupt_response": True,
-            }
-        },
-        "output": {"voice": "marin"},
-    },
-}
-
-
-class ServerProtocol:
-    """One call on the fake server. The behaviour decides turns and replies from the audio alone
-    (whatever ``turn_detection`` says); faults trigger on input media time."""
-
-    def __init__(
-        self,
-        behaviour_factory: Callable[[int], Behaviour],
-        faults: Faults | None = None,
-        *,
-        rate: int = 48000,
-        call_id: str = "rtc_test_1",
-        session: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.behaviour = behaviour_factory(rate)
-        self.faults = faults or Faults()
-        self.call_id = call_id
-        self.session = merge(_DEFAULT_SESSION, {"id": f"sess_{call_id}", **(session or {})})
-        self._ids = itertools.count(1)
-        self._responses = itertools.count(1)
-        self._response_id: str | None = None
-        self._item = 0
-        self._received = 0  # input samples
-        self._malformed_sent = False
-        self._done = False
-
-    def open(self) -> list[Action]:
-        """The data channel opened."""
-        return [self._event("session.created", session=self.session)]
-
-    def receive_text(self, text: str) -> list[Action]:
-        if self._done:
-            return []
-        try:
-            obj = safejson.loads(text)
-        except safejson.JsonError:
-            return [self._error("invalid_request_error", "invalid_json", "not valid JSON")]
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            return [self._error("invalid_request_error", "invalid_event", "no string 'type'")]
-        kind, event_id = obj["type"], obj.get("event_id")
-        if kind == "session.update":
-            return self._session_update(obj.get("session"), event_id)
-        if kind == "input_audio_buffer.commit":
-            return [self._event("input_audio_buffer.committed", item_id=self._item_id())]
-        if kind == "input_audio_buffer.clear":
-            return [self._event("input_audio_buffer.cleared")]
-        if kind in ("response.create", "response.cancel", "output_audio_buffer.clear"):
-            return []  # the behaviour decides replies from the audio
-        return [
-            self._error(
-                "invalid_request_error", "unknown_event", f"unknown type {kind!r}", event_id
-            )
-        ]
-
-    def _session_update(self, session: Any, event_id: Any) -> list[Action]:
-        if not isinstance(session, dict) or session.get("type") != "realtime":
-            return [
-                self._error(
-                    "invalid_request_error",
-                    "missing_required_parameter",
-                    "session.type must be 'realtime'",
-                    event_id,
-                )
-            ]
-        self.session = merge(self.session, session)
-        return [self._event("session.updated", session=self.session)]
-
-    def receive_audio(self, samples: NDArray[Any]) -> list[Action]:
-        """One chunk of input at the behaviour's rate -> events and the output for that interval."""
-        if self._done:
-            return []
-        self._received += samples.size
-        received_s = self._received / self.behaviour.rate
-        if Faults.reached(self.faults.close_after_s, received_s):
-            self._done = True
-            return [Close("injected fault: close_after_s")]
-        if Faults.reached(self.faults.stall_after_s, received_s):
-            self._done = True
-            return [Stall()]
-        return self._stream(samples) + self._malformed(received_s)
-
-    def _stream(self, samples: NDArray[Any]) -> list[Action]:
-        step = self.behaviour.push(samples)
-        ms = round(1000 * self._received / self.behaviour.rate)
-        out: list[Action] = []
-        if step.speech_started:
-            self._item += 1
-            out.append(
-                self._event(
-                    "input_audio_buffer.speech_started", audio_start_ms=ms, item_id=self._item_id()
-                )
-            )
-        if step.speech_stopped:
-            item = self._item_id()
-            out.append(
-                self._event("input_audio_buffer.speech_stopped", audio_end_ms=ms, item_id=item)
-            )
-            out.append(self._event("input_audio_buffer.committed", item_id=item))
-        if step.reply_started:
-            self._response_id = f"resp_{next(self._responses)}"
-            out.append(self._event("response.created", response=self._response("in_progress")))
-            out.append(self._event("output_audio_buffer.started", response_id=self._response_id))
-        out.append(SendAudio(step.audio))
-        if step.reply_done:
-            out.append(self._event("response.done", response=self._response("completed")))
-            out.append(self._event("output_audio_buffer.stopped", response_id=self._response_id))
-            self._response_id = None
-        return out
-
-    def _malformed(self, received_s: float) -> list[Action]:
-        if self._malformed_sent or not Faults.reached(self.faults.malformed_after_s, received_s):
-            return []
-        self._malformed_sent = True
-        out: list[Action] = [SendEvent('{"type": "response.done"')]  # truncated JSON
-        if self.faults.malformed_then_close:
-            self._done = True
-            out.append(Close("injected fault: malformed_after_s"))
-        return out
-
-    def _response(self, status: str) -> dict[str, Any]:
-        return {"id": self._response_id, "object": "realtime.response", "status": status}
-
-    def _item_id(self) -> str:
-        return f"item_{self.call_id}_{self._item}"
-
-    def _event(self, kind: str, **fields: Any) -> SendEvent:
-        return SendEvent(
-            wire.encode({"type": kind, "event_id": f"event_{next(self._ids)}", **fields})
-        )
-
-    def _error(self, kind: str, code: str, message: str, event_id: Any = None) -> SendEvent:
-        error = {"type": kind, "code": code, "message": message, "event_id": event_id}
-        return self._event("error", error=error)

@@ -1,57 +1,23 @@
-"""The openai-webrtc fake server: ``POST /v1/realtime/calls`` on a minimal asyncio HTTP server, one
-aiortc peer per call, and ServerProtocol between the peer's audio and data channel.
-
-Each call hears the client's track through a pass-through receive buffer (a model server does not
-hold its input 80 ms), feeds every received 20 ms frame to the behaviour (resampled to
-``behaviour_rate`` when that is not 48 kHz) and pushes the behaviour's output for that interval to
-its outgoing track at once: one output frame per input frame, paced by the client's input. An
-event goes out once the audio pushed before it has been sent, so audio and events reach the client
-in the order the server produced them.
-When no frame has come for ``FILL_LAPSE_S`` (a muted or stopped client track) the call hears
-silence for that long and goes on, as the real service runs on its own clock: a reply plays to its end.
-"""
+"""The openai-webrtc fake server: ``fake.ServerProtocol`` served by the kit's WebRTC transport,
+one call per ``POST /v1/realtime/calls`` (``fake.refuse_call`` checks the key and the offer) and
+the Realtime API's events on the ``oai-events`` data channel."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
+import functools
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import soxr
-from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
-from numpy.typing import NDArray
-
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import RunningServer
+from duplexsim.clients.fakekit.declare import CallProtocol, WebRTCFake
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
-from duplexsim.clients.fakekit.mediaclock import FILL_LAPSE_S
+from duplexsim.clients.fakekit.rtcfake import CallServer
 from duplexsim.clients.openai_webrtc import signaling
-from duplexsim.clients.openai_webrtc.protocol import (
-    Close,
-    SendAudio,
-    SendEvent,
-    ServerProtocol,
-    Stall,
-)
-from duplexsim.clients.openai_webrtc.rtc import (
-    RATE,
-    OutgoingAudioTrack,
-    bypass_jitter_buffer,
-    frame_to_mono,
-    is_loopback_host,
-    loopback_ice,
-    new_peer_connection,
-)
-from duplexsim.core.errors import ProtocolError
+from duplexsim.clients.openai_webrtc.fake import ServerProtocol, read_offer, refuse_call
+from duplexsim.clients.transport.rtc import RATE
 
 __all__ = ["start_server"]
-
-_REASONS = {201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
-_REASONS |= {405: "Method Not Allowed", 413: "Payload Too Large", 429: "Too Many Requests"}
 
 
 async def start_server(
@@ -65,20 +31,37 @@ async def start_server(
 ) -> RunningServer:
     """Serve the WebRTC calls endpoint. With ``api_key`` every call must bring
     ``Authorization: Bearer <api_key>`` (else 401); without, any caller is let in."""
-    fake = _FakeServer(behaviour_factory, faults or Faults(), api_key, behaviour_rate, host)
-    server = await asyncio.start_server(fake.handle, host, port, limit=signaling.MAX_HEAD)
-    bound = server.sockets[0].getsockname()
-    shown = f"[{host}]" if ":" in host else host
-
-    async def close() -> None:
-        server.close()
-        await fake.close_calls()
-        await server.wait_closed()
-
-    return RunningServer(host, int(bound[1]), f"http://{shown}:{bound[1]}", close)
+    faults = faults or Faults()
+    fake = _declare(behaviour_factory, faults, api_key, behaviour_rate)
+    return await serve_fake(fake, host=host, port=port, faults=faults)
 
 
-class _FakeServer:
+def _declare(
+    behaviour_factory: Callable[[int], Behaviour],
+    faults: Faults,
+    api_key: str | None,
+    behaviour_rate: int,
+) -> WebRTCFake:
+    def call(call_id: str, session: dict[str, Any] | None) -> CallProtocol:
+        return ServerProtocol(
+            behaviour_factory, faults, rate=behaviour_rate, call_id=call_id, session=session
+        )
+
+    refuse = functools.partial(refuse_call, api_key)
+    return WebRTCFake(
+        signaling.CALLS_PATH,
+        read_offer,
+        call,
+        channel="oai-events",
+        refuse=refuse,
+        rate=behaviour_rate,
+        call_ids="rtc_test",
+    )
+
+
+class _FakeServer(CallServer):
+    """This fake's calls for the given options, not listening: a call driven in process."""
+
     def __init__(
         self,
         behaviour_factory: Callable[[int], Behaviour],
@@ -87,211 +70,4 @@ class _FakeServer:
         behaviour_rate: int,
         host: str,
     ) -> None:
-        self.factory = behaviour_factory
-        self.faults = faults
-        self.api_key = api_key
-        self.rate = behaviour_rate
-        self.loopback = is_loopback_host(host)
-        self.ids = itertools.count(1)
-        self.calls: set[_Call] = set()
-        self.closing: set[asyncio.Task[None]] = set()  # calls closing on their own
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            status, body, headers = await self._answer(reader)
-        except (ProtocolError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            status, body, headers = 400, b"bad request\n", {}
-        except ConnectionError:
-            return
-        with contextlib.suppress(ConnectionError):
-            writer.write(
-                signaling.response_bytes(status, _REASONS.get(status, "Error"), body, headers)
-            )
-            await writer.drain()
-            writer.close()
-
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, dict[str, str]]:
-        method, path, headers = signaling.parse_request_head(await reader.readuntil(b"\r\n\r\n"))
-        length = int(headers.get("content-length", "0"))
-        if length > signaling.MAX_BODY:
-            return 413, b"offer too large\n", {}
-        body = await reader.readexactly(length)
-        if path.split("?")[0] != signaling.CALLS_PATH:
-            return 404, b"not found\n", {}
-        if method != "POST":
-            return 405, b"POST only\n", {"Allow": "POST"}
-        rejection = self.faults.admit()
-        if rejection is not None:
-            return rejection.status, rejection.body.encode(), rejection.headers
-        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            error = b'{"error":{"type":"invalid_request_error","code":"invalid_api_key",'
-            return 401, error + b'"message":"Incorrect API key provided"}}', {}
-        sdp, session = signaling.parse_offer(headers.get("content-type", ""), body)
-        if session is not None and session.get("type") != "realtime":
-            error = b'{"error":{"type":"invalid_request_error","code":"missing_required_parameter",'
-            return 400, error + b'"message":"session.type must be \'realtime\'"}}', {}
-        call = _Call(self, f"rtc_test_{next(self.ids)}", session)
-        self.calls.add(call)
-        try:
-            answer = await call.answer(sdp)
-        except Exception:
-            await call.close()
-            raise ProtocolError("cannot answer this offer") from None
-        location = f"{signaling.CALLS_PATH}/{call.call_id}"
-        return 201, answer.encode(), {"Content-Type": "application/sdp", "Location": location}
-
-    async def close_calls(self) -> None:
-        await asyncio.gather(*(call.close() for call in list(self.calls)), *self.closing)
-
-
-class _Call:
-    """One peer connection and its ServerProtocol."""
-
-    def __init__(self, server: _FakeServer, call_id: str, session: dict[str, Any] | None) -> None:
-        self.server = server
-        self.call_id = call_id
-        self.protocol = ServerProtocol(
-            server.factory, server.faults, rate=server.rate, call_id=call_id, session=session
-        )
-        self.pc: RTCPeerConnection = new_peer_connection()
-        self.track = OutgoingAudioTrack()
-        self.channel: RTCDataChannel | None = None
-        self.tasks: list[asyncio.Task[None]] = []
-        self.delay_s = server.faults.extra_latency_s
-        self.last_due = 0.0
-        self.to_rate = _Resampler(RATE, server.rate)
-        self.from_rate = _Resampler(server.rate, RATE)
-        self.stalled = False
-        self.closing: asyncio.Task[None] | None = None
-        self.lapse_s = FILL_LAPSE_S  # no frame for this long: that much silence is heard
-
-    async def answer(self, offer_sdp: str) -> str:
-        pc = self.pc
-        pc.on("datachannel", self._on_channel)
-        pc.on("track", self._on_track)
-        pc.on("connectionstatechange", self._on_state)
-        await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
-        for transceiver in pc.getTransceivers():
-            if transceiver.kind == "audio":
-                bypass_jitter_buffer(transceiver.receiver)
-        pc.addTrack(self.track)
-        with loopback_ice() if self.server.loopback else contextlib.nullcontext():
-            await pc.setLocalDescription(await pc.createAnswer())
-        return str(pc.localDescription.sdp)
-
-    def _on_channel(self, channel: RTCDataChannel) -> None:
-        if channel.label != "oai-events":
-            return
-        self.channel = channel
-        channel.on("message", self._on_message)
-        self._apply(self.protocol.open())
-
-    def _on_message(self, message: str | bytes) -> None:
-        if isinstance(message, str):
-            self._apply(self.protocol.receive_text(message))
-
-    def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "audio":
-            self.tasks.append(asyncio.create_task(self._listen(track)))
-
-    def _on_state(self) -> None:
-        if self.pc.connectionState in ("failed", "closed"):
-            self._close_soon()
-
-    async def _listen(self, track: MediaStreamTrack) -> None:
-        lapse_s = self.lapse_s
-        lapse = np.zeros(round(lapse_s * self.server.rate), dtype=np.float32)
-        receiving: asyncio.Future[Any] | None = None
-        try:
-            while True:
-                receiving = receiving or asyncio.ensure_future(track.recv())
-                done, _ = await asyncio.wait({receiving}, timeout=lapse_s)
-                if not done:  # nothing heard for a lapse: silence, on the wall clock
-                    self._apply(self.protocol.receive_audio(lapse))
-                    continue
-                try:
-                    frame = receiving.result()
-                except MediaStreamError:
-                    return
-                receiving = None
-                samples = self.to_rate(frame_to_mono(frame))
-                if samples.size:
-                    self._apply(self.protocol.receive_audio(samples))
-        finally:
-            if receiving is not None:
-                receiving.cancel()
-
-    def _apply(self, actions: list[Any]) -> None:
-        for action in actions:
-            if self.stalled:
-                return
-            if isinstance(action, Stall):
-                self.stalled = True
-            elif isinstance(action, Close):
-                self._later(self._close_soon)
-            elif isinstance(action, SendEvent):
-                self._later(self._send_after_audio, action.text)
-            elif isinstance(action, SendAudio):
-                self._later(self.track.push, self.from_rate(np.asarray(action.samples)))
-
-    def _later(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Do it now, or ``extra_latency_s`` later; strictly increasing due times keep the order."""
-        if self.delay_s <= 0:
-            fn(*args)
-            return
-        loop = asyncio.get_running_loop()
-        self.last_due = max(loop.time() + self.delay_s, self.last_due + 1e-6)
-        loop.call_at(self.last_due, fn, *args)
-
-    def _send_after_audio(self, text: str) -> None:
-        """Send an event once the audio pushed before it is on the wire, as a server whose
-        ``output_audio_buffer.stopped`` means its buffer has drained."""
-        self.track.after_sent(lambda: self._send_text(text))
-
-    def _send_text(self, text: str) -> None:
-        if self.channel is not None and self.channel.readyState == "open":
-            self.channel.send(text)
-
-    def _close_soon(self) -> None:
-        if self.closing is None:
-            self.closing = asyncio.get_running_loop().create_task(self.close())
-            self.server.closing.add(self.closing)
-            self.closing.add_done_callback(self.server.closing.discard)
-
-    async def close(self) -> None:
-        self.server.calls.discard(self)
-        self.track.stop()
-        with contextlib.suppress(Exception):
-            await self.pc.close()
-        current = asyncio.current_task()
-        for task in self.tasks:
-            if task is not current:
-                task.cancel()
-
-
-class _Resampler:
-    """Streaming mono float32 resampling (identity at equal rates). Quick cubic: its output keeps
-    up with its input to a few samples, where soxr's HQ filter holds back 20-30 ms. What it holds
-    back at the first chunk is made up with leading zeros, so 20 ms in gives 20 ms out at once and
-    output frames are never a frame late."""
-
-    def __init__(self, from_rate: int, to_rate: int) -> None:
-        self.ratio = to_rate / from_rate
-        self.stream = (
-            None
-            if from_rate == to_rate
-            else soxr.ResampleStream(from_rate, to_rate, 1, dtype="float32", quality="QQ")
-        )
-        self.primed = False
-
-    def __call__(self, samples: NDArray[Any]) -> NDArray[np.float32]:
-        x = np.asarray(samples, dtype=np.float32)
-        if self.stream is None:
-            return x
-        out: NDArray[np.float32] = self.stream.resample_chunk(x)
-        if not self.primed:
-            self.primed = True
-            short = round(x.size * self.ratio) - out.size
-            if short > 0:
-                out = np.concatenate([np.zeros(short, np.float32), out])
-        return out
+        super().__init__(_declare(behaviour_factory, faults, api_key, behaviour_rate), faults, host)

@@ -4,7 +4,9 @@ Pure helpers build the request (the raw ``application/sdp`` form, for an ephemer
 the ``multipart/form-data`` form with ``sdp`` and ``session`` parts, for a standard key), parse the
 response and map refusals to errors. ``post`` is the one I/O function: a minimal HTTP/1.1 client
 over asyncio streams (TLS for https), one request per connection (``Connection: close``), so the
-project needs no HTTP library. The fake server uses the request-side parsers.
+project needs no HTTP library (the messages themselves: ``duplexsim.clients.transport.http1``,
+whose request side the fake kit's signalling server uses). The fake reads offers with
+``parse_offer``.
 
 The API key only ever goes into the ``Authorization`` header of the bytes written to the socket:
 ``HttpRequest`` hides it from ``repr``, and every error text passes through ``redact``.
@@ -16,7 +18,6 @@ import asyncio
 import email.parser
 import email.policy
 import json
-import re
 import secrets
 import ssl
 from collections.abc import Mapping
@@ -24,6 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from duplexsim.clients.transport.http1 import (
+    MAX_BODY,
+    MAX_HEAD,
+    HttpResponse,
+    parse_request_head,
+    parse_response,
+)
 from duplexsim.clients.transport.httperrors import refusal
 from duplexsim.core import safejson
 from duplexsim.core.errors import ConnectError, ProtocolError, SessionError
@@ -43,14 +51,10 @@ __all__ = [
     "parse_response",
     "post",
     "redact",
-    "response_bytes",
 ]
 
 CALLS_PATH = "/v1/realtime/calls"
-MAX_HEAD = 64 * 1024
-MAX_BODY = 1024 * 1024
 USER_AGENT = "duplexsim-openai-webrtc"
-_DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII only: str.isdigit takes "²", which int() refuses
 
 
 @dataclass(frozen=True)
@@ -137,72 +141,6 @@ def build_call_request(
     return HttpRequest(target, tuple(headers), body)
 
 
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str]  # names lower-cased
-    body: bytes
-
-    def text(self) -> str:
-        return self.body.decode("utf-8", errors="replace")
-
-
-def _split_head(data: bytes) -> tuple[str, dict[str, str], bytes]:
-    head, sep, rest = data.partition(b"\r\n\r\n")
-    if not sep:
-        raise ProtocolError("HTTP message without the end of its header")
-    first, *lines = head.decode("latin-1").split("\r\n")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, colon, value = line.partition(":")
-        if not colon or not name.strip():
-            raise ProtocolError(f"bad HTTP header line {line[:60]!r}")
-        headers[name.strip().lower()] = value.strip()
-    return first, headers, rest
-
-
-def parse_response(data: bytes) -> HttpResponse:
-    """A whole response read to EOF -> status, headers and the de-framed body."""
-    first, headers, rest = _split_head(data)
-    version, _, tail = first.partition(" ")
-    code = tail.partition(" ")[0]
-    if not version.startswith("HTTP/1.") or not _DIGITS.fullmatch(code):
-        raise ProtocolError(f"not an HTTP/1.x response: {first[:60]!r}")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _unchunk(rest)
-    elif "content-length" in headers:
-        length = _content_length(headers)
-        if len(rest) < length:
-            raise ProtocolError(f"HTTP body cut short: {len(rest)} of {length} bytes")
-        body = rest[:length]
-    else:
-        body = rest
-    return HttpResponse(int(code), headers, body)
-
-
-def _content_length(headers: Mapping[str, str]) -> int:
-    value = headers.get("content-length", "0")
-    if not _DIGITS.fullmatch(value):
-        raise ProtocolError(f"bad Content-Length {value[:20]!r}")
-    return int(value)
-
-
-def _unchunk(data: bytes) -> bytes:
-    out = bytearray()
-    while True:
-        size_line, sep, data = data.partition(b"\r\n")
-        try:
-            size = int(size_line.split(b";")[0].strip(), 16)
-        except ValueError:
-            raise ProtocolError(f"bad HTTP chunk size {size_line[:20]!r}") from None
-        if not sep or len(data) < size:
-            raise ProtocolError("HTTP chunked body cut short")
-        if size == 0:
-            return bytes(out)
-        out += data[:size]
-        data = data[size + 2 :]
-
-
 def call_id(location: str | None) -> str | None:
     """The call id: the last segment of the ``Location`` header."""
     if not location:
@@ -229,16 +167,6 @@ def _error_detail(response: HttpResponse, secret: str | None) -> str:
 
 def redact(text: str, secret: str | None = None) -> str:
     return redact_secrets(text, (secret,))
-
-
-def response_bytes(
-    status: int, reason: str, body: bytes = b"", headers: Mapping[str, str] | None = None
-) -> bytes:
-    """A whole HTTP/1.1 response for the fake server (the connection closes after it)."""
-    lines = [f"HTTP/1.1 {status} {reason}"]
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
-    return "\r\n".join(lines).encode("latin-1") + body
 
 
 async def post(request: HttpRequest, *, timeout_s: float, secret: str | None) -> HttpResponse:
@@ -277,16 +205,6 @@ async def _read_all(reader: asyncio.StreamReader) -> bytes:
 
 
 # --- the server side (the fake) ---------------------------------------------------------------
-
-
-def parse_request_head(data: bytes) -> tuple[str, str, dict[str, str]]:
-    """``METHOD target HTTP/1.1`` plus headers (the data must end with the blank line)."""
-    first, headers, _ = _split_head(data)
-    method, _, rest = first.partition(" ")
-    path, _, version = rest.partition(" ")
-    if not method or not path or not version.startswith("HTTP/1."):
-        raise ProtocolError(f"not an HTTP/1.x request: {first[:60]!r}")
-    return method, path, headers
 
 
 def parse_offer(content_type: str, body: bytes) -> tuple[str, dict[str, Any] | None]:

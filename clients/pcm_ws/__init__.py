@@ -1,5 +1,6 @@
 """pcm-ws: raw PCM16 over one WebSocket, with a JSON hello and JSON control messages.
 
-``events`` holds the wire messages, ``protocol`` the I/O-free client and server logic, ``client``
-the DuplexClient and ``server`` the fake server that hosts a reference behaviour.
+``events`` holds the wire messages, ``protocol`` the I/O-free client logic, ``client`` the
+DuplexClient, ``fake`` the I/O-free fake server and ``server`` its declaration, which the fake
+kit serves over WebSocket with a reference behaviour.
 """

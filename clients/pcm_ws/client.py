@@ -12,7 +12,7 @@ from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, Wire
 from duplexsim.clients.pcm_ws.protocol import ClientProtocol
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
 from duplexsim.clients.transport.wsconn import WsConnection
-from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError
+from duplexsim.core.errors import ConnectError, ProtocolError
 
 __all__ = ["PcmWsClient"]
 
@@ -62,11 +62,7 @@ class PcmWsClient(WebSocketClient):
         return self._proto.audio_messages(frames)
 
     async def send_encoded(self, message: WireMessage) -> None:
-        try:
-            await self.send_message(message)
-        except ConnectionClosed as exc:
-            raise Disconnected(f"connection closed while sending: {close_text(exc)}") from None
-        self.bytes_sent += len(message)
+        await self.send_message(message)
 
     def parse(self, message: str | bytes, arrival: float) -> list[ClientEvent]:
         if isinstance(message, str):

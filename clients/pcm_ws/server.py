@@ -1,4 +1,4 @@
-"""The pcm-ws fake server: a thin asyncio shell that moves frames to and from ServerProtocol."""
+"""The pcm-ws fake server: ``fake.ServerProtocol`` served over WebSocket by the kit."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import itertools
 from collections.abc import Callable
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
-from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_session, serve_websockets
+from duplexsim.clients.fakekit.declare import Request, Session, WebSocketFake
+from duplexsim.clients.fakekit.fakeserver import RunningServer, serve_fake
 from duplexsim.clients.fakekit.faults import Faults
-from duplexsim.clients.pcm_ws.protocol import ServerProtocol
-from duplexsim.clients.transport.wsconn import WsConnection
+from duplexsim.clients.pcm_ws.fake import ServerProtocol
 
 __all__ = ["start_server"]
 
@@ -25,8 +25,7 @@ async def start_server(
     faults = faults or Faults()
     ids = itertools.count(1)
 
-    async def handler(ws: WsConnection) -> None:
-        protocol = ServerProtocol(behaviour_factory, faults, session_id=f"pcm-ws-{next(ids)}")
-        await serve_session(ws, (), protocol, faults)
+    def accept(request: Request) -> Session:
+        return Session(ServerProtocol(behaviour_factory, faults, session_id=f"pcm-ws-{next(ids)}"))
 
-    return await serve_websockets(handler, host=host, port=port, faults=faults)
+    return await serve_fake(WebSocketFake(accept), host=host, port=port, faults=faults)

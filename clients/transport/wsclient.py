@@ -184,15 +184,18 @@ class WebSocketClient(DuplexClient):
             await self._ws.close()
 
     async def send_message(self, message: str | bytes) -> None:
-        """One whole message to the server (raises ConnectionClosed like ``send``, or a
-        ProtocolError where the connection was closed for what the server sent)."""
+        """One whole message to the server, counted in ``bytes_sent``: every client sends
+        through here. A connection closed under it raises ``closed_while_sending`` (a
+        ProtocolError where it was closed for what the server sent)."""
         try:
             await self._connected().send(message)
         except ConnectionClosed as exc:
-            fault = _server_fault(exc)
-            if fault is not None:
-                raise fault from None
-            raise
+            raise (_server_fault(exc) or self.closed_while_sending(exc)) from None
+        self.bytes_sent += message_size(message)
+
+    def closed_while_sending(self, exc: ConnectionClosed) -> SessionError:
+        """The error for a send that found the connection closed."""
+        return Disconnected(f"connection closed while sending: {close_text(exc)}")
 
     def _connected(self) -> WsConnection:
         if self._ws is None:

@@ -26,15 +26,8 @@ from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.gemini_live import events as wire
 from duplexsim.clients.gemini_live.client import GeminiLiveClient
 from duplexsim.clients.gemini_live.errors import close_error, redact_url
-from duplexsim.clients.gemini_live.protocol import (
-    PATHS,
-    ClientProtocol,
-    Close,
-    Send,
-    ServerProtocol,
-    Stall,
-    setup_from_options,
-)
+from duplexsim.clients.gemini_live.fake import Close, Send, ServerProtocol, Stall
+from duplexsim.clients.gemini_live.protocol import PATHS, ClientProtocol, setup_from_options
 from duplexsim.clients.gemini_live.server import start_server
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import (

@@ -26,17 +26,8 @@ from duplexsim.clients.moshi.codec import (
     OggOpusEncoder,
     split_pages,
 )
-from duplexsim.clients.moshi.protocol import (
-    FLAVOURS,
-    Action,
-    ClientProtocol,
-    Close,
-    Send,
-    ServerProtocol,
-    Stall,
-    chat_url,
-    query_params,
-)
+from duplexsim.clients.moshi.fake import FLAVOURS, Action, Close, Send, ServerProtocol, Stall
+from duplexsim.clients.moshi.protocol import ClientProtocol, chat_url, query_params
 from duplexsim.clients.moshi.server import start_server
 from duplexsim.core.audio import resample
 from duplexsim.core.errors import (

@@ -26,9 +26,9 @@ from duplexsim.clients.openai_realtime.dialects import (
     VOICE_LIVE,
     Dialect,
 )
+from duplexsim.clients.openai_realtime.fake import Send, ServerProtocol
 from duplexsim.clients.openai_realtime.protocol import ClientProtocol, endpoint_url
 from duplexsim.clients.openai_realtime.server import start_server
-from duplexsim.clients.openai_realtime.server_protocol import Send, ServerProtocol
 from duplexsim.clients.registry import client_class, fake_server_factory
 from duplexsim.core.audio import float_to_pcm16
 from duplexsim.core.errors import ConfigError, ProtocolError

@@ -23,15 +23,15 @@ from duplexsim.clients.base import (
 )
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.clients.fakekit.replypacing import BURST_S, SPEEDUP
 from duplexsim.clients.fakekit.serveractions import expand
 from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime.client import OpenAIRealtimeClient
 from duplexsim.clients.openai_realtime.config import RealtimeOptions
 from duplexsim.clients.openai_realtime.dialects import DIALECTS, OPENAI, XAI, Dialect
-from duplexsim.clients.openai_realtime.fake_response import BURST_S, SPEEDUP
+from duplexsim.clients.openai_realtime.fake import Close, Send, ServerProtocol, Stall
 from duplexsim.clients.openai_realtime.protocol import ClientProtocol, classify_error, endpoint_url
 from duplexsim.clients.openai_realtime.server import start_server
-from duplexsim.clients.openai_realtime.server_protocol import Close, Send, ServerProtocol, Stall
 from duplexsim.clients.registry import client_class
 from duplexsim.core.audio import float_to_pcm16, frame_signal
 from duplexsim.core.errors import (

@@ -35,16 +35,10 @@ from duplexsim.clients.fakekit.fakeserver import RunningServer
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.openai_webrtc import signaling
 from duplexsim.clients.openai_webrtc.client import CODEC_DELAY_S, OpenAIWebRTCClient
-from duplexsim.clients.openai_webrtc.protocol import (
-    ClientProtocol,
-    Close,
-    SendAudio,
-    SendEvent,
-    ServerProtocol,
-    Stall,
-    WebRTCOptions,
-)
-from duplexsim.clients.openai_webrtc.rtc import (
+from duplexsim.clients.openai_webrtc.fake import Close, SendAudio, SendEvent, ServerProtocol, Stall
+from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
+from duplexsim.clients.openai_webrtc.server import start_server
+from duplexsim.clients.transport.rtc import (
     ENCODER_DELAY_S,
     FRAME,
     FRAME_S,
@@ -57,7 +51,6 @@ from duplexsim.clients.openai_webrtc.rtc import (
     loopback_ice,
     new_peer_connection,
 )
-from duplexsim.clients.openai_webrtc.server import start_server
 from duplexsim.core.errors import (
     ConfigError,
     ConnectError,
@@ -404,7 +397,7 @@ def test_server_media_faults() -> None:
 
 
 def test_fake_server_resampling_keeps_pace() -> None:
-    from duplexsim.clients.openai_webrtc.server import _Resampler
+    from duplexsim.clients.fakekit.rtcfake import _Resampler
 
     down, up = _Resampler(RATE, 16000), _Resampler(16000, RATE)
     sizes = [(d.size, up(d).size) for d in (down(np.zeros(FRAME, np.float32)) for _ in range(50))]
@@ -795,7 +788,8 @@ async def test_media_faults_end_the_session(faults: Faults, reason: str, text: s
 async def test_fake_call_hears_silence_on_the_wall_clock_when_the_client_track_stops() -> None:
     """A client track that stops sending (muted, or done talking) does not freeze the model: each
     lapse without a frame is heard as that much silence, so a reply plays on to its end."""
-    from duplexsim.clients.openai_webrtc.server import _Call, _FakeServer
+    from duplexsim.clients.fakekit.rtcfake import _Call
+    from duplexsim.clients.openai_webrtc.server import _FakeServer
 
     lapse_s = 0.1
 

@@ -28,13 +28,8 @@ from duplexsim.clients.fakekit.fakeserver import RunningServer
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.pcm_ws import events as wire
 from duplexsim.clients.pcm_ws.client import PcmWsClient
-from duplexsim.clients.pcm_ws.protocol import (
-    ClientProtocol,
-    Close,
-    Send,
-    ServerProtocol,
-    Stall,
-)
+from duplexsim.clients.pcm_ws.fake import Close, Send, ServerProtocol, Stall
+from duplexsim.clients.pcm_ws.protocol import ClientProtocol
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.clients.registry import client_class, fake_server_factory
 from duplexsim.core.errors import (
@@ -517,13 +512,13 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
-    from duplexsim.clients.fakekit.fakeserver import (
+    from duplexsim.clients.fakekit.serveractions import Send
+    from duplexsim.clients.fakekit.wsfake import (
         DelayedOutbox,
         Untimed,
         converse,
         serve_websockets,
     )
-    from duplexsim.clients.fakekit.serveractions import Send
 
     async def handler(ws: ServerConnection) -> None:
         def receive(message: str | bytes) -> list:

@@ -144,12 +144,12 @@ async def test_openai_sdk_creates_a_webrtc_call_with_the_fake() -> None:
     pytest.importorskip("aiortc")
     from aiortc import RTCSessionDescription
 
-    from duplexsim.clients.openai_webrtc.rtc import (
+    from duplexsim.clients.openai_webrtc.server import start_server
+    from duplexsim.clients.transport.rtc import (
         OutgoingAudioTrack,
         loopback_ice,
         new_peer_connection,
     )
-    from duplexsim.clients.openai_webrtc.server import start_server
 
     async with await start_server(behaviour_factory("echo"), api_key="sk-test") as server:
         client = openai.AsyncOpenAI(api_key="sk-test", base_url=f"{server.url}/v1")

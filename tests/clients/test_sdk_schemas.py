@@ -93,8 +93,8 @@ def check_openai(messages: list[str | bytes], union: Any) -> set[str]:
 def openai_session(opts: dict[str, Any], *, cancel: bool = False) -> tuple[list[str], list[str]]:
     """(client messages, fake messages) of one session of our client with our fake."""
     from duplexsim.clients.openai_realtime.config import RealtimeOptions
+    from duplexsim.clients.openai_realtime.fake import ServerProtocol
     from duplexsim.clients.openai_realtime.protocol import ClientProtocol
-    from duplexsim.clients.openai_realtime.server_protocol import ServerProtocol
 
     client = ClientProtocol(RealtimeOptions.from_options(opts, opts.pop("voice", None)))
     server = ServerProtocol(behaviour_factory("echo"))
@@ -202,11 +202,8 @@ def _validate(model: Any, text: str, what: str) -> None:
 
 def gemini_session(options: dict[str, Any]) -> tuple[list[str], list[bytes]]:
     from duplexsim.clients.gemini_live import events as wire
-    from duplexsim.clients.gemini_live.protocol import (
-        ClientProtocol,
-        ServerProtocol,
-        setup_from_options,
-    )
+    from duplexsim.clients.gemini_live.fake import ServerProtocol
+    from duplexsim.clients.gemini_live.protocol import ClientProtocol, setup_from_options
 
     client = ClientProtocol(setup_from_options("gemini-3.8-live", "Puck", options))
     server = ServerProtocol(behaviour_factory("echo"))
@@ -296,12 +293,8 @@ def test_openai_webrtc_channel_messages_parse_as_the_sdks_events() -> None:
     pytest.importorskip("aiortc")
     from openai.types.realtime import RealtimeClientEvent, RealtimeServerEvent
 
-    from duplexsim.clients.openai_webrtc.protocol import (
-        ClientProtocol,
-        SendEvent,
-        ServerProtocol,
-        WebRTCOptions,
-    )
+    from duplexsim.clients.openai_webrtc.fake import SendEvent, ServerProtocol
+    from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
 
     for opts in ({}, {"turn_detection": "none"}):
         client = ClientProtocol(WebRTCOptions.from_options(dict(opts)))

@@ -19,10 +19,10 @@ from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.fakekit.mediaclock import LAPSE_S, MediaClock
 from duplexsim.clients.fakekit.serveractions import Action, Send, expand
 from duplexsim.clients.gemini_live import events as gemini_wire
-from duplexsim.clients.gemini_live.protocol import ServerProtocol as GeminiServer
-from duplexsim.clients.openai_realtime.server_protocol import ServerProtocol as OpenAIServer
+from duplexsim.clients.gemini_live.fake import ServerProtocol as GeminiServer
+from duplexsim.clients.openai_realtime.fake import ServerProtocol as OpenAIServer
 from duplexsim.clients.pcm_ws import events as pcm_wire
-from duplexsim.clients.pcm_ws.protocol import ServerProtocol as PcmServer
+from duplexsim.clients.pcm_ws.fake import ServerProtocol as PcmServer
 from duplexsim.core.audio import float_to_pcm16
 from tests.helpers.signals import voiced_signal
 

@@ -3,7 +3,7 @@
 A reference behaviour hears every ``input_audio_buffer.append`` as it arrives (media time, at the
 session's input rate). Its ``Step`` flags become ``input_audio_buffer.speech_started`` /
 ``speech_stopped`` when server VAD is on. When it decides on a reply, the reply is sent the way
-the real API sends one, faster than real time (``fake_response``): ``response.created``, the
+the real API sends one, faster than real time (``fakekit.replypacing``): ``response.created``, the
 first second of audio as 100 ms ``response.output_audio.delta`` events at once, the rest four
 times faster than the session's timeline moves, then the ``.done`` events and ``response.done``.
 The timeline is the input while it flows and the wall clock once it stops (``duplexsim.clients.fakekit.mediaclock``;
@@ -31,32 +31,75 @@ import binascii
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.clients.fakekit.behaviours.base import FloatArray
-from duplexsim.clients.fakekit.faults import Faults, MediaFaults
+from duplexsim.clients.fakekit.declare import Request
+from duplexsim.clients.fakekit.faults import Faults, MediaFaults, Rejection
 from duplexsim.clients.fakekit.mediaclock import MediaClock
+from duplexsim.clients.fakekit.replypacing import PacedReply
 from duplexsim.clients.fakekit.serveractions import Action, Burst, Close, Send, Stall
 from duplexsim.clients.openai_realtime import fake_session
 from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
 from duplexsim.clients.openai_realtime.events import BETA_ALIASES
-from duplexsim.clients.openai_realtime.fake_response import CHUNK_S, FakeResponse
 from duplexsim.core import safejson
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float, resample
 
-__all__ = ["CHUNK_S", "Action", "Close", "Send", "ServerProtocol", "Stall", "scheduled_reply"]
+__all__ = ["Action", "Close", "Send", "ServerProtocol", "Stall", "check_handshake"]
 
 _GA_TO_BETA = {ga: beta for beta, ga in BETA_ALIASES.items()}
 _PING_EVERY_MS = 1000  # dialects with pings only
 
 
-def scheduled_reply(behaviour: Behaviour) -> tuple[int, FloatArray] | None:
-    """(first sample, audio) of the reply the behaviour has decided on and not yet finished: a
-    server that sends replies ahead of real time needs it whole."""
-    return behaviour.scheduled_reply
+def check_handshake(
+    d: Dialect, api_key: str | None, require_model: bool, request: Request
+) -> Rejection | None:
+    """The refusal of an upgrade, as the real server answers one: the path (404), the key where
+    the dialect sends it (401: missing, empty, or not ``api_key`` when one is set), and, when
+    ``require_model``, the model (400)."""
+    url = urlsplit(request.path)
+    if url.path.rstrip("/") != d.path:
+        return _refuse(404, "invalid_request_error", "not_found", "Not found.")
+    key = d.key_from(request.headers)
+    if key is None or (api_key and key != api_key):
+        message = "Incorrect or missing API key."  # never echo what was sent
+        return _refuse(401, "invalid_request_error", "invalid_api_key", message)
+    query = dict(parse_qsl(url.query))
+    if require_model and not (query.get(d.model_param) or query.get("call_id")):
+        message = f"Missing required parameter: '{d.model_param}'."
+        return _refuse(400, "invalid_request_error", "missing_model", message)
+    return None
+
+
+def _refuse(status: int, kind: str, code: str, message: str) -> Rejection:
+    body = json.dumps({"error": {"type": kind, "code": code, "message": message, "param": None}})
+    return Rejection(status, {"Content-Type": "application/json"}, body + "\n")
+
+
+@dataclass
+class FakeResponse:
+    """One response: its number within the connection names it and its item."""
+
+    number: int
+    audio: PacedReply  # PCM16 at the output rate, led by the silence up to its first sample
+    said: str  # the transcript
+
+    @property
+    def rid(self) -> str:
+        return f"resp_{self.number}"
+
+    @property
+    def iid(self) -> str:
+        return f"item_resp_{self.number}"
+
+    @property
+    def ids(self) -> dict[str, object]:
+        return {"response_id": self.rid, "item_id": self.iid, "output_index": 0, "content_index": 0}
 
 
 class ServerProtocol:
@@ -161,7 +204,7 @@ class ServerProtocol:
         if self._pending is not None and self._may_start():
             times.append(clock.when(self._pending[0] + 1))
         if self._playing is not None:
-            times.append(clock.when(self._playing.next_due()))
+            times.append(clock.when(self._playing.audio.next_due()))
         return min((t for t in times if t is not None), default=None)
 
     def _may_start(self) -> bool:
@@ -265,7 +308,7 @@ class ServerProtocol:
         if item is None:
             message = f"Item with id '{fields['item_id']}' not found."
             return [self._error("invalid_value", message, "item_id", obj.get("event_id"))]
-        generated = item.sent // 2 * 1000 // item.rate  # what went out as deltas
+        generated = item.audio.bytes_sent // 2 * 1000 // item.audio.rate  # sent as deltas
         if not isinstance(end, int) or isinstance(end, bool) or not 0 <= end <= generated:
             message = f"audio_end_ms {end!r} is past the item's {generated} ms of audio."
             return [self._error("invalid_value", message, "audio_end_ms", obj.get("event_id"))]
@@ -307,7 +350,7 @@ class ServerProtocol:
     def _capture(self, b: Behaviour, audio: FloatArray, started: bool, c0: int) -> None:
         if b.replying:
             if not self._captured:
-                self._pending = scheduled_reply(b)
+                self._pending = b.scheduled_reply  # whole: replies go out ahead of real time
                 self._captured = True
             return
         if started and not self._captured:  # a reply that began and ended inside this chunk
@@ -329,7 +372,9 @@ class ServerProtocol:
         lead = np.zeros(max(0, at - c0), dtype=np.float32)
         pcm = float_to_pcm16(resample(np.concatenate((lead, audio)), rate, out))
         said = f"({len(audio) / rate:.2f} s of reply audio)"
-        resp = FakeResponse(self.responses, pcm, rate, c0, said, out_rate=out)
+        end = max(at, c0) + audio.size
+        paced = PacedReply.split(pcm, out, start=c0, end=end, rate=rate)
+        resp = FakeResponse(self.responses, paced, said)
         item = self._item(resp, None)
         actions += [
             self._event("response.created", response=self._response(resp.rid, "in_progress", [])),
@@ -349,23 +394,22 @@ class ServerProtocol:
         resp = self._playing
         if resp is None:
             return []
-        first = resp.sent == 0
         assert self._clock is not None
-        chunks = resp.due(self._clock.position(self._now))
+        due = resp.audio.take_due(self._clock.position(self._now))
         # encoded as they go out, so a burst's first delta does not wait for the rest
-        actions: list[Action] = [Burst(self._deltas(resp, chunks, first))] if chunks else []
-        if resp.generated:
+        actions: list[Action] = [Burst(self._deltas(resp, due))] if due else []
+        if resp.audio.generated:
             self._playing = None
             actions.append(Burst(self._closing(resp, "completed", None)))
         return actions
 
     def _deltas(
-        self, resp: FakeResponse, chunks: list[bytes], first: bool
+        self, resp: FakeResponse, due: range, transcript: bool = True
     ) -> Iterator[str | bytes]:
-        for i, chunk in enumerate(chunks):
-            delta = base64.b64encode(chunk).decode("ascii")
+        for i in due:
+            delta = base64.b64encode(resp.audio.chunks[i]).decode("ascii")
             yield self._event("response.output_audio.delta", **resp.ids, delta=delta).message
-            if first and i == 0:
+            if transcript and i == 0:  # the transcript follows the first delta
                 said = resp.said
                 yield self._event(
                     "response.output_audio_transcript.delta", **resp.ids, delta=said
@@ -402,9 +446,9 @@ class ServerProtocol:
         resp, self._playing = self._playing, None
         if resp is None:
             return []
-        rest = resp.due(2**62)  # everything left
+        rest = resp.audio.take_due(2**62)  # everything left
         return [
-            Burst(self._deltas(resp, rest, False)),
+            Burst(self._deltas(resp, rest, transcript=False)),
             Burst(self._closing(resp, "completed", None)),
         ]
 

@@ -20,7 +20,7 @@ Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envche
 - aiortc's Opus encoder (libopus, application "voip") delays the signal by its lookahead, 312
   samples (``ENCODER_DELAY_S``, 6.5 ms), on every hop.
 
-tests/test_openai_webrtc.py measures the buffer's hold and the lookahead on loopback.
+tests/clients/test_openai_webrtc.py measures the buffer's hold and the lookahead on loopback.
 """
 
 from __future__ import annotations
