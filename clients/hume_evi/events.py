@@ -25,6 +25,7 @@ from typing import Any
 
 from duplexsim.core import safejson
 from duplexsim.core.errors import ProtocolError
+from duplexsim.core.intake import SCORE_NAMES
 
 __all__ = [
     "EMOTIONS",
@@ -309,6 +310,11 @@ def _scores(obj: dict[str, Any]) -> Scores | None:
     scores = prosody.get("scores") if isinstance(prosody, dict) else None
     if not isinstance(scores, dict):
         raise ProtocolError(f"'{obj['type']}' prosody without a 'scores' object")
+    if len(scores) > SCORE_NAMES:
+        raise ProtocolError(
+            f"'{obj['type']}' prosody with {len(scores)} score names "
+            f"(more than {SCORE_NAMES}): a flood"
+        )
     out: dict[str, float] = {}
     for name, value in scores.items():
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -31,12 +31,15 @@ from duplexsim.clients.transport.h2io import (
     DataReceived,
     Event,
     H2Peer,
+    InformationalResponseReceived,
     PingAckReceived,
     ResponseReceived,
     StreamEnded,
     StreamReset,
     is_broken,
+    response_head,
 )
+from duplexsim.clients.transport.wsinbox import HIGH_WATER
 from duplexsim.core.errors import (
     ConfigError,
     ConnectError,
@@ -44,6 +47,7 @@ from duplexsim.core.errors import (
     ProtocolError,
     SessionError,
 )
+from duplexsim.core.intake import REFUSAL_BODY
 
 __all__ = ["DEFAULT_MODEL", "NovaSonicClient"]
 
@@ -94,8 +98,10 @@ class NovaSonicClient(DuplexClient):
         self._stream = 0
         self._signer: EventSigner | None = None
         self._response: asyncio.Future[tuple[int, dict[str, str]]] | None = None
-        self._body = bytearray()  # of a refusal
+        self._status: int | None = None
+        self._body = bytearray()  # the start of a refusal's body
         self._inbox: deque[tuple[bytes, float]] = deque()
+        self._waiting = 0  # bytes in the inbox: past HIGH_WATER, reading stops until polled
         self._end: tuple[SessionError | None] | None = None  # set once the stream is over
         self._wake = asyncio.Event()
         self._stall_s: float | None = None
@@ -181,49 +187,69 @@ class NovaSonicClient(DuplexClient):
         try:
             async with asyncio.timeout(self.config.connect_timeout_s):
                 status, headers = await self._response
-                if status != 200:
-                    while self._end is None:  # the refusal's body, to say why
-                        self._wake.clear()
-                        await self._wake.wait()
+                # the start of the refusal's body, to say why
+                while status != 200 and self._end is None and len(self._body) < REFUSAL_BODY:
+                    self._wake.clear()
+                    await self._wake.wait()
         except TimeoutError:
-            raise ConnectError(
-                f"no response to the stream within {self.config.connect_timeout_s:g} s"
-            ) from None
+            if self._response.cancelled():
+                raise ConnectError(
+                    f"no response to the stream within {self.config.connect_timeout_s:g} s"
+                ) from None
+            status, headers = self._response.result()  # a refusal whose body never ended
         if status != 200:
             said = self._proto.redact(bytes(self._body).decode("utf-8", "replace")).encode()
             raise http_error(status, headers, said)
 
     def _on_h2(self, events: list[Event], arrival: float) -> None:
-        for ev in events:
-            if (broken := is_broken(ev)) is not None:
-                self._finish(ProtocolError(f"bad HTTP/2 from the server: {broken}"))
-            elif isinstance(ev, ResponseReceived) and ev.stream_id == self._stream:
-                fields = {str(k).lower(): str(v) for k, v in ev.headers}
-                if self._response is not None and not self._response.done():
-                    self._response.set_result((int(fields.get(":status", "0")), fields))
-            elif isinstance(ev, DataReceived) and ev.stream_id == self._stream:
-                if self._ok():
-                    self._inbox.append((ev.data, arrival))
-                else:
-                    self._body += ev.data
-            elif isinstance(ev, StreamEnded) and ev.stream_id == self._stream:
-                self._finish(None)
-            elif isinstance(ev, StreamReset) and ev.stream_id == self._stream:
-                self._finish(
-                    Disconnected(f"server reset the stream (HTTP/2 error {ev.error_code})")
-                )
-            elif isinstance(ev, ConnectionTerminated):
-                self._finish(Disconnected(f"server closed the connection (GOAWAY {ev.error_code})"))
-            elif isinstance(ev, PingAckReceived):
-                self._last_ack = arrival
+        try:
+            for ev in events:
+                self._on_h2_event(ev, arrival)
+        except (ValueError, TypeError, LookupError) as exc:
+            # called by the transport: what escapes would be a traceback, and the stream hang
+            what = f"{type(exc).__name__}: {str(exc)[:200]}"
+            self._finish(ProtocolError(f"could not handle what the server sent ({what})"))
         self._wake.set()
 
-    def _ok(self) -> bool:
-        return (
-            self._response is not None
-            and self._response.done()
-            and self._response.result()[0] == 200
-        )
+    def _on_h2_event(self, ev: Event, arrival: float) -> None:
+        if (broken := is_broken(ev)) is not None:
+            self._finish(ProtocolError(f"bad HTTP/2 from the server: {broken}"))
+        elif isinstance(ev, ResponseReceived) and ev.stream_id == self._stream:
+            self._on_response(ev)
+        elif isinstance(ev, InformationalResponseReceived) and ev.stream_id == self._stream:
+            try:  # nothing to act on, but it must be one
+                response_head(ev.headers, informational=True)
+            except ProtocolError as exc:
+                self._finish(exc)
+        elif isinstance(ev, DataReceived) and ev.stream_id == self._stream:
+            if self._status == 200:
+                self._take(ev.data, arrival)
+            else:
+                self._body += ev.data[: max(REFUSAL_BODY - len(self._body), 0)]
+        elif isinstance(ev, StreamEnded) and ev.stream_id == self._stream:
+            self._finish(None)
+        elif isinstance(ev, StreamReset) and ev.stream_id == self._stream:
+            self._finish(Disconnected(f"server reset the stream (HTTP/2 error {ev.error_code})"))
+        elif isinstance(ev, ConnectionTerminated):
+            self._finish(Disconnected(f"server closed the connection (GOAWAY {ev.error_code})"))
+        elif isinstance(ev, PingAckReceived):
+            self._last_ack = arrival
+
+    def _take(self, data: bytes, arrival: float) -> None:
+        self._inbox.append((data, arrival))
+        self._waiting += len(data)
+        if self._waiting > HIGH_WATER and self._peer is not None and self._peer.transport:
+            self._peer.transport.pause_reading()  # backpressure, as the WebSocket shell's
+
+    def _on_response(self, ev: ResponseReceived) -> None:
+        try:
+            head = response_head(ev.headers)
+        except ProtocolError as exc:
+            self._finish(exc)
+            return
+        if self._response is not None and not self._response.done():
+            self._status = head[0]
+            self._response.set_result(head)
 
     def _finish(self, error: SessionError | None) -> None:
         if self._end is None:
@@ -268,6 +294,9 @@ class NovaSonicClient(DuplexClient):
 
     def poll_events(self) -> tuple[list[ClientEvent], bool]:
         events: list[ClientEvent] = []
+        if self._waiting > HIGH_WATER and self._peer is not None and self._peer.transport:
+            self._peer.transport.resume_reading()
+        self._waiting = 0
         while self._inbox:
             data, arrival = self._inbox.popleft()
             self.bytes_received += len(data)

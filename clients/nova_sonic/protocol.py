@@ -39,6 +39,7 @@ from duplexsim.core.errors import (
     RemoteError,
     SessionError,
 )
+from duplexsim.core.intake import CONTENT_BLOCKS, CONTENT_ID_CHARS
 from duplexsim.core.redact import redact
 
 __all__ = ["ClientProtocol", "SonicSettings", "http_error", "stream_error"]
@@ -71,7 +72,7 @@ class ClientProtocol:
         self.prompt = prompt_name
         self.secrets: list[str] = [secret] if secret else []
         self._reader = MessageReader()
-        self._contents: dict[str, wire.ContentStart] = {}
+        self._final: dict[str, bool] = {}  # content id -> its text is FINAL (not SPECULATIVE)
 
     def opening(self) -> list[bytes]:
         s = self.settings
@@ -140,13 +141,13 @@ class ClientProtocol:
         match ev:
             case wire.AudioOutput(pcm=pcm):
                 return [AudioOut(pcm16_to_float(pcm), arrival)]
-            case wire.ContentStart(content_id=cid):
-                self._contents[cid] = ev
+            case wire.ContentStart():
+                self._open(ev)
             case wire.TextOutput(content=text) if _interrupted(text):
                 return [SpeechStarted(arrival)]  # the user talked over the reply
             case wire.TextOutput(content_id=cid, role="USER"):
                 return [SpeechStopped(arrival)]  # its VAD ended the user's turn: a transcript
-            case wire.TextOutput(content_id=cid, content=text) if self._stage(cid) == "FINAL":
+            case wire.TextOutput(content_id=cid, content=text) if self._final.get(cid, False):
                 return [Transcript(text, arrival, True)]
             case wire.ContentEnd(type="AUDIO", stop_reason="END_TURN"):
                 return [EndOfTurn(arrival)]
@@ -154,9 +155,15 @@ class ClientProtocol:
                 return [ErrorEvent(stream_error(kind, self.redact(message)), arrival, fatal=True)]
         return []
 
-    def _stage(self, content_id: str) -> str | None:
-        start = self._contents.get(content_id)
-        return start.stage if start is not None else None
+    def _open(self, start: wire.ContentStart) -> None:
+        """A content block is kept (whether its text is final) for its text to come: so many
+        blocks, of such ids, at most, whatever a server sends."""
+        cid = start.content_id
+        if len(cid) > CONTENT_ID_CHARS:
+            raise ProtocolError(f"contentStart with a contentId of {len(cid)} characters")
+        if cid not in self._final and len(self._final) >= CONTENT_BLOCKS:
+            raise ProtocolError(f"server opened more than {CONTENT_BLOCKS} content blocks: a flood")
+        self._final[cid] = start.stage == "FINAL"
 
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)

@@ -11,9 +11,11 @@ would skew arrival times.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from duplexsim.core.errors import ProtocolError
 from duplexsim.core.extras import missing_extra
 
 try:
@@ -23,6 +25,7 @@ try:
         ConnectionTerminated,
         DataReceived,
         Event,
+        InformationalResponseReceived,
         PingAckReceived,
         RequestReceived,
         ResponseReceived,
@@ -41,15 +44,19 @@ __all__ = [  # the h2 events the client and the fake use come from here, with th
     "DataReceived",
     "Event",
     "H2Peer",
+    "InformationalResponseReceived",
     "PingAckReceived",
     "RequestReceived",
     "ResponseReceived",
     "StreamEnded",
     "StreamReset",
     "is_broken",
+    "response_head",
 ]
 
 WINDOW = 2**24  # receive window, per stream and for the connection
+_FINAL = re.compile(r"[2-5][0-9][0-9]")
+_INFORMATIONAL = re.compile(r"1[0-9][0-9]")  # h2 takes any status starting with "1" for one
 
 
 class H2Peer(asyncio.Protocol):
@@ -80,7 +87,8 @@ class H2Peer(asyncio.Protocol):
         arrival = self._clock()
         try:
             events = self.conn.receive_data(data)
-        except H2Error as exc:
+        # h2 decodes header bytes with the configured codec and lets its error through
+        except (H2Error, UnicodeDecodeError) as exc:
             self._on_events([_Broken(str(exc))], arrival)
             self.abort()
             return
@@ -148,3 +156,17 @@ class _Broken(Event):
 
 def is_broken(event: Any) -> str | None:
     return event.reason if isinstance(event, _Broken) else None
+
+
+def response_head(
+    headers: Iterable[tuple[Any, Any]], *, informational: bool = False
+) -> tuple[int, dict[str, str]]:
+    """A response's status and headers (names lower-case), parsed strictly: h2 checks the
+    header block's form, not what ``:status`` holds. ProtocolError unless it is three ASCII
+    digits, of a final response (2xx-5xx) or of an ``informational`` one (1xx)."""
+    fields = {str(name).lower(): str(value) for name, value in headers}
+    status = fields.get(":status", "")
+    if not (_INFORMATIONAL if informational else _FINAL).fullmatch(status):
+        shown = repr(status[:20]) + ("..." if len(status) > 20 else "")
+        raise ProtocolError(f"the server's HTTP/2 response has :status {shown}, not a status")
+    return int(status), fields

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from duplexsim.clients.base import DuplexClient
 from duplexsim.core.conversation import UserTurn
 from duplexsim.core.errors import Disconnected, ProtocolError, SessionError
+from duplexsim.core.intake import kept_error
 from duplexsim.core.records import EventRecords
 from duplexsim.core.redact import redact
 from duplexsim.core.replytracker import ReplyTracker
@@ -470,6 +471,8 @@ def _outcome(
         s.settings.budget,
         window,
     )
+    # bounded, whatever a server said (an opening's error is counted by nothing else)
+    said = None if error is None else redact(error.message, (s.client.config.api_key,))
     return SessionOutcome(
         status=status,
         end_reason=reason,
@@ -483,7 +486,7 @@ def _outcome(
         records=s.records,
         bytes_sent=s.client.bytes_sent,
         bytes_received=s.client.bytes_received,
-        error=None if error is None else redact(error.message, (s.client.config.api_key,)),
+        error=None if said is None else kept_error(said),
         truncated=truncated,
         retryable=False if error is None else error.retryable,
         retry_after_s=getattr(error, "retry_after_s", None),

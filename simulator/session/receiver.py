@@ -107,6 +107,7 @@ class Receiver:
             self.on_placed(samples, placed.start_s)
 
     def _on_provider_emotion(self, event: ProviderEmotion, t: float) -> None:
+        self.intake.scores(event.scores)
         # recorded in events.jsonl as the provider said it, beside the scorer's own estimate
         scores: dict[str, Any] = {k: round(float(v), 6) for k, v in event.scores.items()}
         self.log(

@@ -9,27 +9,23 @@ import json
 import sqlite3
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from duplexsim.clients.base import ClientConfig
 from duplexsim.clients.moshi import events as moshi_wire
 from duplexsim.clients.registry import client_class
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.retry import RetryPolicy
-from duplexsim.core.turns import TurnSettings
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.scoring.service import wire
-from duplexsim.session.engine import SessionSettings, run_session
 from tests.helpers import hostile
+from tests.helpers.hostile_servers import KEY, SETTINGS, Script, hostile_server, sending, session
 from tests.helpers.scoring_service import (
     RawClient,
     TinyScorer,
@@ -41,72 +37,7 @@ from tests.helpers.scoring_service import (
 )
 from tests.helpers.signals import voiced_signal
 
-KEY = "sk-hostile-0123456789abcdef"
 PROTOCOLS = ["pcm-ws", "openai-realtime", "gemini-live", "moshi", "hume-evi"]
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
-    stall_timeout_s=2.0,
-    deadline_margin_s=3.0,
-)
-Script = Callable[[ServerConnection], Any]
-
-# each protocol's answer to the client's first message (moshi: the server speaks first)
-_ACK = {
-    "pcm-ws": json.dumps({"type": "hello_ack", "sample_rate": 16000, "session_id": "s"}),
-    "openai-realtime": json.dumps({"type": "session.updated", "session": {}}),
-    "gemini-live": json.dumps({"setupComplete": {}}),
-}
-
-
-@asynccontextmanager
-async def hostile_server(protocol: str, script: Script) -> AsyncIterator[str]:
-    """A server that completes ``protocol``'s handshake, then runs ``script`` on the connection
-    while it reads (and drops) whatever the client streams."""
-
-    async def handler(ws: ServerConnection) -> None:
-        if protocol == "openai-realtime":
-            await ws.send(json.dumps({"type": "session.created", "session": {}}))
-        if protocol == "moshi":
-            await ws.send(b"\x00")
-        elif protocol == "hume-evi":
-            await ws.send(
-                json.dumps({"type": "chat_metadata", "chat_id": "c", "chat_group_id": "g"})
-            )
-        else:
-            await ws.recv()
-            await ws.send(_ACK[protocol])
-        reader = asyncio.create_task(_drain(ws))  # reading also answers the client's pings
-        try:
-            await script(ws)
-            await reader
-        finally:
-            reader.cancel()
-
-    async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        path = "/v1/realtime" if protocol == "openai-realtime" else "/"
-        yield f"ws://127.0.0.1:{port}{path}"
-
-
-async def _drain(ws: ServerConnection) -> None:
-    with contextlib.suppress(ConnectionClosed):
-        async for _ in ws:
-            pass
-
-
-def sending(*messages: str | bytes, close_reason: str | None = None) -> Script:
-    async def script(ws: ServerConnection) -> None:
-        for message in messages:
-            await ws.send(message)
-        if close_reason is not None:
-            await ws.close(1011, close_reason)
-
-    return script
-
-
-async def session(protocol: str, url: str, context_s: float = 1.0) -> Any:
-    client = client_class(protocol)(ClientConfig(url=url, api_key=KEY, connect_timeout_s=15.0))
-    return await run_session(client, np.zeros(int(context_s * 16000), np.float32), SETTINGS)
 
 
 def garbage(protocol: str, value: str) -> str | bytes:
