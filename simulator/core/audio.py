@@ -19,6 +19,7 @@ import numpy.typing as npt
 import soundfile as sf
 import soxr
 
+from duplexsim.core.audiolimits import header_problem
 from duplexsim.core.errors import AudioFileError, StorageError
 from duplexsim.core.files import write_bytes_atomic
 
@@ -65,6 +66,8 @@ _PCM_SAMPLE_BYTES = {
     "FLOAT": 4,
     "DOUBLE": 8,
 }
+# Containers that store samples as they are (their size bounds how many there can be)
+_UNCOMPRESSED = {"WAV", "WAVEX", "RF64", "W64", "AIFF", "AU", "CAF", "RAW"}
 # Streaming writers leave these in the data chunk size when they cannot seek back to fix it.
 _UNKNOWN_RIFF_SIZES = (0, 0xFFFFFFFF)
 _MAX_RIFF_CHUNKS = 256
@@ -131,12 +134,10 @@ def read_audio(
         _check_rate("sample_rate", sample_rate)
     with _open_sound_file(name) as f:
         info = _checked_info(name, f, max_duration_s)
-        data = _decode(name, f, info)
-    bad = data.size - int(np.count_nonzero(np.isfinite(data)))
+        mono, bad = _decode(name, f, info)
     if bad:
         plural = "s" if bad != 1 else ""
         raise AudioFileError(name, f"contains {bad} non-finite sample{plural} (NaN/inf)")
-    mono = to_mono(data)
     if sample_rate is None:
         return Audio(mono, info.sample_rate)
     return Audio(resample(mono, info.sample_rate, sample_rate), sample_rate)
@@ -310,10 +311,19 @@ def _reason(exc: Exception) -> str:
 
 def _checked_info(path: str, f: Any, max_duration_s: float) -> AudioInfo:
     info = AudioInfo(path, int(f.samplerate), int(f.channels), int(f.frames), str(f.format))
-    if info.sample_rate <= 0:
-        raise AudioFileError(path, f"invalid sample rate {info.sample_rate} Hz in header")
-    if info.channels < 1:
-        raise AudioFileError(path, f"invalid channel count {info.channels} in header")
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise AudioFileError(path, f"cannot access file ({exc.strerror})") from exc
+    problem = header_problem(
+        rate=info.sample_rate,
+        channels=info.channels,
+        frames=info.frames,
+        sample_bytes=_stored_sample_bytes(str(f.format), str(f.subtype)),
+        file_size=size,
+    )
+    if problem is not None:  # before a sample is allocated
+        raise AudioFileError(path, problem)
     declared = _riff_declared_frames(path, info.channels, str(f.subtype))
     if declared is not None and declared > info.frames:
         raise AudioFileError(path, _truncated(declared, info.frames))
@@ -325,6 +335,12 @@ def _checked_info(path: str, f: Any, max_duration_s: float) -> AudioInfo:
             f"absurdly long: {info.duration_s:.2f} s, the limit is {max_duration_s:.2f} s",
         )
     return info
+
+
+def _stored_sample_bytes(major: str, subtype: str) -> int | None:
+    """Bytes per sample as the file stores them; None where they are compressed (FLAC says
+    PCM_16 of what it decodes to)."""
+    return _PCM_SAMPLE_BYTES.get(subtype) if major in _UNCOMPRESSED else None
 
 
 def _truncated(declared: int, held: int) -> str:
@@ -365,14 +381,16 @@ def _riff_data_size(fh: Any) -> int | None:
     return None
 
 
-def _decode(path: str, f: Any, info: AudioInfo) -> FloatArray:
-    """All frames as (frames, channels) float32, read in blocks to locate a failure."""
-    out = np.empty((info.frames, info.channels), dtype=np.float32)
-    held = 0
+def _decode(path: str, f: Any, info: AudioInfo) -> tuple[FloatArray, int]:
+    """All frames mixed down to mono float32, and how many samples were not finite; read in
+    blocks (to locate a failure, and so that only one block holds every channel)."""
+    out = np.empty(info.frames, dtype=np.float32)
+    block = np.empty((min(_READ_BLOCK_FRAMES, info.frames), info.channels), dtype=np.float32)
+    held = bad = 0
     while held < info.frames:
-        block = out[held : held + _READ_BLOCK_FRAMES]
+        part = block[: info.frames - held]
         try:
-            got = len(f.read(out=block))
+            got = len(f.read(out=part))
         except _SOUNDFILE_ERRORS as exc:
             raise AudioFileError(
                 path,
@@ -381,7 +399,9 @@ def _decode(path: str, f: Any, info: AudioInfo) -> FloatArray:
             ) from exc
         if got == 0:
             break
+        bad += part[:got].size - int(np.count_nonzero(np.isfinite(part[:got])))
+        out[held : held + got] = to_mono(part[:got])
         held += got
     if held < info.frames:
         raise AudioFileError(path, _truncated(info.frames, held))
-    return out
+    return out, bad
