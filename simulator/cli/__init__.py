@@ -26,6 +26,7 @@ from duplexsim.cli import (
     view_cmd,
 )
 from duplexsim.core.errors import DuplexsimError
+from duplexsim.core.shown import for_terminal, terminal_lines
 
 __all__ = ["build_parser", "main"]
 
@@ -95,20 +96,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         code: int = args.func(args)
         return code
     except DuplexsimError as exc:
-        print(f"duplexsim: error: {exc}", file=sys.stderr)
+        # it may quote a server, a manifest or a run folder: shown, never acted on
+        print(terminal_lines(f"duplexsim: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("duplexsim: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:  # a full or read-only disk, a missing folder: the path and the cause
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"duplexsim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(for_terminal(f"duplexsim: error: {where}{exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if args.debug:
             raise
         print(
-            f"duplexsim: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+            for_terminal(
+                f"duplexsim: internal error: {type(exc).__name__}: {exc} (rerun with --debug)"
+            ),
             file=sys.stderr,
         )
         return 1

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.shown import for_terminal
 
 __all__ = ["register"]
 
@@ -59,5 +60,5 @@ def _fdb(args: argparse.Namespace) -> int:
     result = export_fdb(args.run_dir, args.out)
     print(f"{result.written} sessions written to {args.out} (<id>/input.wav, <id>/output.wav)")
     for sample_id, why in sorted(result.skipped.items()):
-        print(f"  skipped {sample_id}: {why}")
+        print(for_terminal(f"  skipped {sample_id}: {why}"))
     return 0

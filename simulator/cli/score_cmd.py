@@ -17,6 +17,7 @@ import numpy as np
 
 from duplexsim.cli.options import add_selection_arguments, deprecated_alias, select_samples
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.shown import terminal_lines
 from duplexsim.runscores.score import score_run
 from duplexsim.scoring.models.precision import PRECISIONS
 from duplexsim.scoring.models.weights import DOWNLOADABLE
@@ -186,7 +187,7 @@ def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
 def _score(args: argparse.Namespace) -> int:
     _check_runs(args.run_dirs)
     text, unscored = asyncio.run(score_runs(args, args.run_dirs))
-    print(text)
+    print(terminal_lines(text))  # run folders' text, shown as it is
     if unscored:
         print(f"duplexsim: {unscored} clip(s) left unscored", file=sys.stderr)
         return 1
@@ -214,7 +215,7 @@ def _report(args: argparse.Namespace) -> int:
     _check_runs(args.run_dirs)
     out = args.out or args.run_dirs[0].parent / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     text, paths = report_runs(args.run_dirs, args.scorer, out, args.seed)
-    print(text)
+    print(terminal_lines(text))  # run folders' text, shown as it is
     print("\nreport: " + ", ".join(str(p) for p in paths.values()))
     if "png_emotion" not in paths:
         from duplexsim.report.write import PLOTS_MISSING

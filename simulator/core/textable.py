@@ -1,8 +1,11 @@
-"""Plain-text tables for the terminal (no colour codes, so they survive logs and CI output)."""
+"""Plain-text tables for the terminal (no colour codes, so they survive logs and CI output). A
+cell may hold text from outside: what a terminal would act on is shown escaped."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from duplexsim.core.shown import for_terminal
 
 __all__ = ["render_table"]
 
@@ -11,7 +14,7 @@ def render_table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], *, align: str = ""
 ) -> str:
     """Columns padded to their widest cell; ``align`` is 'l' or 'r' per column (default l, then r)."""
-    cells = [[str(h) for h in headers], *[[_fmt(c) for c in row] for row in rows]]
+    cells = [[for_terminal(str(h)) for h in headers], *[[_fmt(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     aligns = align or "l" + "r" * (len(headers) - 1)
 
@@ -29,4 +32,4 @@ def render_table(
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return for_terminal(str(value))

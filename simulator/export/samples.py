@@ -16,6 +16,7 @@ import numpy as np
 from duplexsim.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO, is_bundle, read_meta
 from duplexsim.core.emotions import EMOTIONS
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.shown import csv_cell
 from duplexsim.report.data import sample_scores
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.runscores.cache import ScoreCache, cache_path
@@ -90,7 +91,8 @@ def _scores(cache: ScoreCache, row: ResultRow, judged: SampleScores | None) -> d
 
 def write_records(records: Iterator[dict[str, Any]], fmt: str, out: io.TextIOBase | Any) -> int:
     """Write ``records`` to ``out`` as ``fmt``; returns how many. CSV flattens nested fields into
-    dotted column names (``scores.prosody.reply.Anger``)."""
+    dotted column names (``scores.prosody.reply.Anger``), its text cells made safe for a
+    spreadsheet (``csv_cell``); JSON escapes control characters itself."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "jsonl":
@@ -99,7 +101,8 @@ def write_records(records: Iterator[dict[str, Any]], fmt: str, out: io.TextIOBas
             out.write(json.dumps(record, default=str) + "\n")
             n += 1
         return n
-    flat = [_flatten(r) for r in records]
+    # a run's text may come from elsewhere: no formula, no control character reaches a sheet
+    flat = [{str(csv_cell(k)): csv_cell(v) for k, v in _flatten(r).items()} for r in records]
     columns: dict[str, None] = {}
     for r in flat:
         columns |= dict.fromkeys(r)
