@@ -24,11 +24,11 @@ from duplexsim.clients.registry import (
 from duplexsim.clients.transport.wsclient import WebSocketClient
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.retry import RetryPolicy
-from duplexsim.core.turns import TurnSettings
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import RunOptions, execute_run
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
 from tests.helpers.runs import short_benchmark
+from tests.helpers.sessions import context, settings, synthetic
 from tests.helpers.timing import LENIENT
 from tests.helpers.virtualclock import run_virtual
 
@@ -36,22 +36,14 @@ PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
 # a hung server is found by WebSocket pings; over WebRTC the media stack keeps running around a
 # hung model (RTP, RTCP, ICE consent), and a hang reads as no reply
 WS_PROTOCOLS = [p for p in PROTOCOLS if issubclass(client_class(p), WebSocketClient)]
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
+SETTINGS = settings(
+    reply_timeout_s=1.2,
     stall_timeout_s=1.0,
     deadline_margin_s=3.0,
     budget=LENIENT,  # retries and replies are under test here, not this machine's pacing
 )
 KEY = "contract-test-key"
 RATE = 16000
-
-
-def context() -> np.ndarray:
-    from duplexsim.clients.fakekit.behaviours import synthetic_voice
-
-    x = np.zeros(int(1.5 * RATE), np.float32)
-    x[int(0.2 * RATE) : int(1.4 * RATE)] = synthetic_voice(RATE, 1.2)
-    return x
 
 
 async def session(protocol: str, behaviour: str, faults: Faults | None = None, **params):
@@ -61,7 +53,7 @@ async def session(protocol: str, behaviour: str, faults: Faults | None = None, *
         client = client_class(protocol)(
             ClientConfig(url=server.url, api_key=KEY, connect_timeout_s=5.0)
         )
-        return await run_session(client, context(), SETTINGS)
+        return await run_session(client, context(1.2, voice=synthetic), SETTINGS)
     finally:
         await server.aclose()
 
@@ -176,7 +168,9 @@ async def test_pre_encoded_frames_are_the_messages_send_audio_sends(protocol, mo
     cls = client_class(protocol)
     rate = cls(ClientConfig(url="ws://127.0.0.1:9")).capabilities.input_rate
     n = rate // 50
-    frames = np.vstack((np.resize(context(), (6, n)) * 1.7, np.zeros((1, n), np.float32)))
+    frames = np.vstack(
+        (np.resize(context(1.2, voice=synthetic), (6, n)) * 1.7, np.zeros((1, n), np.float32))
+    )
 
     # one client for both ways: a client may name its session (nova-sonic's prompt name)
     client = cls(ClientConfig(url="ws://127.0.0.1:9"))
@@ -224,7 +218,7 @@ async def test_pre_encoded_context_is_left_alone_by_the_garbage_collector(protoc
     from duplexsim.session.useraudio import FixedContext
 
     client = client_class(protocol)(ClientConfig(url="ws://127.0.0.1:9"))
-    s = FixedContext(context())
+    s = FixedContext(context(1.2, voice=synthetic))
     caps = client.capabilities
     await s.prepare(client, caps.input_rate, caps.input_rate * caps.frame_ms // 1000)
     if not s.encoded:
@@ -277,6 +271,6 @@ async def test_a_server_closing_after_its_reply_ends_the_session_well(pollable, 
     async with serve(echo_then_close, "127.0.0.1", 0, compression=None) as server:
         port = server.sockets[0].getsockname()[1]
         client = PcmWsClient(ClientConfig(url=f"ws://127.0.0.1:{port}", connect_timeout_s=5.0))
-        out = await run_session(client, context(), SETTINGS)
+        out = await run_session(client, context(1.2, voice=synthetic), SETTINGS)
     assert out.status == "ok" and out.end_reason == "server-closed", out.error
     assert out.error is None and out.truncated is None

@@ -22,23 +22,14 @@ from duplexsim.clients.freeze_omni.protocol import ClientProtocol
 from duplexsim.clients.freeze_omni.server import start_server
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import ConfigError, ProtocolError, RateLimited
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 
 RATE = 16000
 FRAME = 320
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
-    stall_timeout_s=2.0,
-)
+SETTINGS = settings(reply_timeout_s=1.2, stall_timeout_s=2.0, deadline_margin_s=10.0)
 PING = "2"
-
-
-def context(speech_s: float = 1.0) -> np.ndarray:
-    x = np.zeros(int((0.4 + speech_s) * RATE), np.float32)
-    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
-    return x
 
 
 def sent(actions) -> list[str | bytes]:
@@ -246,7 +237,7 @@ def test_server_refuses_other_engine_io_versions_and_paths() -> None:
 
 def test_server_reply_starts_exactly_at_the_behaviours_onset_one_segment_per_message() -> None:
     server = connected_server()
-    x = np.concatenate([context(), np.zeros(RATE * 3, np.float32)])
+    x = np.concatenate([context(tail_s=0.2), np.zeros(RATE * 3, np.float32)])
     arrivals: list[tuple[int, int]] = []  # (input frame, output samples)
     for i in range(0, x.size - FRAME + 1, FRAME):
         frames = sent(server.receive(wire.audio_frame(float_to_pcm16(x[i : i + FRAME]))))
@@ -301,7 +292,7 @@ async def _session(behaviour: str, **kw):
     server = await start_server(behaviour_factory(behaviour, **kw.pop("params", {})), **kw)
     try:
         client = FreezeOmniClient(ClientConfig(url=server.url, connect_timeout_s=5.0))
-        return await run_session(client, context(), SETTINGS)
+        return await run_session(client, context(tail_s=0.2), SETTINGS)
     finally:
         await server.aclose()
 
@@ -334,7 +325,7 @@ async def test_python_socketio_client_talks_to_the_fake() -> None:
         await client.connect(server.url.replace("/socket.io/", ""), transports=["websocket"])
         await client.emit("recording-started")
         await asyncio.wait_for(stops.wait(), 5)
-        x = np.concatenate([context(), np.zeros(RATE, np.float32)])
+        x = np.concatenate([context(tail_s=0.2), np.zeros(RATE, np.float32)])
         for i in range(0, x.size - FRAME + 1, FRAME):
             body = json.dumps(
                 {"audio": list(float_to_pcm16(x[i : i + FRAME])), "sample_rate": RATE}
@@ -383,7 +374,7 @@ async def test_our_client_talks_to_a_python_socketio_server() -> None:
         client = FreezeOmniClient(
             ClientConfig(url=f"http://127.0.0.1:{port}", connect_timeout_s=5.0)
         )
-        out = await run_session(client, context(1.2), SETTINGS)
+        out = await run_session(client, context(1.2, tail_s=0.2), SETTINGS)
     finally:
         await runner.cleanup()
     assert out.status == "ok", out.error

@@ -38,9 +38,9 @@ from duplexsim.core.errors import (
     RateLimited,
     RemoteError,
 )
-from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import speech_bounds
-from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
+from duplexsim.session.engine import SessionOutcome, run_session
+from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 
 RATE = 16000
@@ -48,13 +48,6 @@ OUT_RATE = 24000
 FRAME = 320  # 20 ms
 KEY = "AIza-test-secret-key-123"
 MANUAL = {"automatic_activity_detection": False}
-
-
-def context(speech_s: float = 0.6, tail_s: float = 0.1) -> np.ndarray:
-    """0.2 s silence, speech, ``tail_s`` silence; speech ends at 0.2 + speech_s."""
-    x = np.zeros(int((0.2 + speech_s + tail_s) * RATE), np.float32)
-    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
-    return x
 
 
 def ready_client(options: dict[str, Any] | None = None) -> ClientProtocol:
@@ -504,10 +497,7 @@ def test_server_media_faults_trigger_on_media_time() -> None:
 
 # --- over loopback -------------------------------------------------------------------------
 
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=0.8),
-    deadline_margin_s=2.0,
-)
+SETTINGS = settings(max_reply_s=3.0, reply_timeout_s=0.8)
 
 
 async def session(
@@ -523,7 +513,7 @@ async def session(
         config = ClientConfig(
             url=server.url, api_key=key, options=options or {}, connect_timeout_s=2.0
         )
-        return await run_session(GeminiLiveClient(config), context(), SETTINGS)
+        return await run_session(GeminiLiveClient(config), context(0.6), SETTINGS)
     finally:
         await server.aclose()
 

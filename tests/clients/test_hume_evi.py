@@ -32,8 +32,8 @@ from duplexsim.clients.hume_evi.server import start_server
 from duplexsim.clients.hume_evi.wav import encode_wav, parse_wav
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import ConfigError, ProtocolError, RateLimited
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 
 RATE = 16000
@@ -42,13 +42,7 @@ RATE = 16000
 TIMER_LATE_S = 0.001
 FRAME = 320
 KEY = "hume-secret-key-123"
-SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2))
-
-
-def context(speech_s: float = 1.0) -> np.ndarray:
-    x = np.zeros(int((0.4 + speech_s) * RATE), np.float32)
-    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
-    return x
+SETTINGS = settings(reply_timeout_s=1.2, deadline_margin_s=10.0)
 
 
 def sent(actions) -> list[str]:
@@ -92,7 +86,7 @@ def test_fake_messages_are_valid_sdk_subscribe_events() -> None:
     from hume.core.pydantic_utilities import parse_obj_as
     from hume.empathic_voice.types.subscribe_event import SubscribeEvent
 
-    x = np.concatenate([context(), np.zeros(RATE * 3, np.float32)])
+    x = np.concatenate([context(tail_s=0.2), np.zeros(RATE * 3, np.float32)])
     frames = [f for batch in fed_server(x) for f in batch]
     server = ServerProtocol(behaviour_factory("echo"))
     frames += sent(server.open()) + sent(server.receive("{"))  # chat_metadata, an error
@@ -262,7 +256,7 @@ def test_options_are_checked_and_reach_the_wire() -> None:
 
 
 def test_fake_reply_starts_exactly_at_the_behaviours_onset() -> None:
-    x = np.concatenate([context(), np.zeros(RATE * 3, np.float32)])
+    x = np.concatenate([context(tail_s=0.2), np.zeros(RATE * 3, np.float32)])
     out = fed_server(x, "delayed-echo", latency_s=0.5, hangover_s=0.25)
     first = next(i for i, batch in enumerate(out) if "audio_output" in types_of(batch))
     assert types_of(out[first])[:3] == ["user_message", "assistant_message", "audio_output"]
@@ -279,7 +273,7 @@ def test_fake_reply_starts_exactly_at_the_behaviours_onset() -> None:
 
 
 def test_fake_is_interrupted_by_speech_over_its_reply() -> None:
-    x = np.concatenate([context(), np.zeros(int(0.6 * RATE), np.float32), voiced_signal(1.0),
+    x = np.concatenate([context(tail_s=0.2), np.zeros(int(0.6 * RATE), np.float32), voiced_signal(1.0),
                         np.zeros(RATE, np.float32)])  # fmt: skip
     flat = [t for batch in fed_server(x, "neutral", hangover_s=0.3) for t in types_of(batch)]
     assert "user_interruption" in flat
@@ -308,7 +302,7 @@ async def test_session_records_hume_scores_beside_the_reply() -> None:
     server = await start_server(behaviour_factory("delayed-echo", latency_s=0.4, hangover_s=0.25))
     try:
         client = HumeEviClient(ClientConfig(url=server.url, api_key=KEY, connect_timeout_s=5.0))
-        out = await run_session(client, context(), SETTINGS)
+        out = await run_session(client, context(tail_s=0.2), SETTINGS)
     finally:
         await server.aclose()
     assert out.status == "ok", out.error
@@ -339,7 +333,7 @@ async def test_hume_sdk_talks_to_the_fake() -> None:
             assert first.type == "chat_metadata"
             audio = AudioConfiguration(encoding="linear16", sample_rate=RATE, channels=1)
             await socket.send_publish(SdkSettings(audio=audio))
-            x = np.concatenate([context(), np.zeros(RATE, np.float32)])
+            x = np.concatenate([context(tail_s=0.2), np.zeros(RATE, np.float32)])
             for i in range(0, x.size - FRAME + 1, FRAME):
                 data = base64.b64encode(float_to_pcm16(x[i : i + FRAME])).decode()
                 await socket.send_publish(AudioInput(data=data))
@@ -397,7 +391,8 @@ def test_replay_turns_recorded_scores_back_into_events() -> None:
 def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None:
     server = ServerProtocol(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
     server.receive(wire.encode_client(wire.SessionSettings(RATE)), now=0.0)
-    x = np.concatenate([context(), np.zeros(int(0.3 * RATE), np.float32)])  # stops before the reply
+    # stops before the reply
+    x = np.concatenate([context(tail_s=0.2), np.zeros(int(0.3 * RATE), np.float32)])
     frames = range(0, x.size - FRAME + 1, FRAME)
     for i in frames:
         pcm = float_to_pcm16(x[i : i + FRAME])
@@ -414,7 +409,7 @@ async def test_the_fake_refuses_a_missing_or_wrong_key_as_hume_does(key) -> None
     server = await start_server(behaviour_factory("echo"), api_key=KEY)
     try:
         client = HumeEviClient(ClientConfig(url=server.url, api_key=key, connect_timeout_s=5.0))
-        out = await run_session(client, context(), SETTINGS)
+        out = await run_session(client, context(tail_s=0.2), SETTINGS)
     finally:
         await server.aclose()
     assert (out.status, out.end_reason, out.retryable) == ("failed", "auth", False)

@@ -13,7 +13,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from duplexsim.clients.base import AudioOut, ClientConfig, ClientEvent, ErrorEvent, Transcript
-from duplexsim.clients.fakekit.behaviours import behaviour_factory, make_behaviour, synthetic_voice
+from duplexsim.clients.fakekit.behaviours import behaviour_factory, make_behaviour
 from duplexsim.clients.fakekit.faults import Faults
 from duplexsim.clients.moshi import events as wire
 from duplexsim.clients.moshi.client import CODEC_DELAY_S, MoshiClient
@@ -38,33 +38,22 @@ from duplexsim.core.errors import (
     RemoteError,
 )
 from duplexsim.core.timing import measure_reply, speech_end
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
+from duplexsim.session.engine import SessionOutcome, run_session
+from tests.helpers.sessions import QUICK_STALL as SETTINGS
+from tests.helpers.sessions import context, synthetic
 
 CONTEXT_RATE = 16000
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
-    stall_timeout_s=0.6,
-    deadline_margin_s=2.0,
-)
 
 
-def voice(rate: int, seconds: float) -> np.ndarray:
-    # synthetic_voice fades in and out over 10 ms like real speech; a hard cut (tests/conftest.py
+def voice(seconds: float, rate: int) -> np.ndarray:
+    # synthetic_voice fades in and out over 10 ms like real speech; a hard cut (tests/helpers/signals.py
     # voiced_signal) makes Opus smear the turn's end by up to 20 ms, depending on the signal
-    return synthetic_voice(rate, seconds, f0=150.0)
-
-
-def context() -> np.ndarray:
-    """1.5 s at 16 kHz: 0.2 s silence, 1 s speech, 0.3 s silence; speech ends at 1.2 s."""
-    x = np.zeros(round(1.5 * CONTEXT_RATE), np.float32)
-    x[round(0.2 * CONTEXT_RATE) : round(1.2 * CONTEXT_RATE)] = voice(CONTEXT_RATE, 1.0)
-    return x
+    return synthetic(seconds, rate, f0=150.0)
 
 
 def clip24(lead_s: float = 0.2, speech_s: float = 1.0, tail_s: float = 1.5) -> np.ndarray:
     """Speech at 24 kHz padded with silence to whole 80 ms frames."""
-    x = np.concatenate([np.zeros(round(lead_s * RATE)), voice(RATE, speech_s)])
+    x = np.concatenate([np.zeros(round(lead_s * RATE)), voice(speech_s, RATE)])
     x = np.concatenate([x, np.zeros(round(tail_s * RATE))]).astype(np.float32)
     return x[: x.size - x.size % FRAME]
 
@@ -361,7 +350,7 @@ def test_codec_path_adds_exactly_the_documented_delay() -> None:
     """Client -> fake server -> client without sockets: the delayed echo's onset lands at
     E + latency + CODEC_DELAY_S, E measured on what the client sent."""
     latency = 0.3
-    ctx = context()
+    ctx = context(tail_s=0.3, voice=voice)  # speech ends at 1.2 s
     end = speech_end(ctx, CONTEXT_RATE)
     x = resample(ctx, CONTEXT_RATE, RATE)
     x = np.concatenate([x, np.zeros(2 * RATE, np.float32)])[: (x.size // FRAME + 25) * FRAME]
@@ -517,7 +506,7 @@ async def session(behaviour: str, *, faults: Faults | None = None, **params: Any
     server = await start_server(behaviour_factory(behaviour, **params), faults=faults)
     try:
         client = MoshiClient(ClientConfig(url=server.url, connect_timeout_s=2.0))
-        return await run_session(client, context(), SETTINGS)
+        return await run_session(client, context(tail_s=0.3, voice=voice), SETTINGS)
     finally:
         await server.aclose()
 

@@ -51,8 +51,8 @@ from duplexsim.clients.nova_sonic.sigv4 import (
 )
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import ConfigError, ProtocolError, RateLimited
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 
 RATE = 16000
@@ -62,20 +62,12 @@ TIMER_LATE_S = 0.001
 FRAME = 320
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WHEN = datetime.datetime(2026, 11, 30, 12, 34, 56, 789000, tzinfo=datetime.UTC)
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2), stall_timeout_s=1.0
-)
+SETTINGS = settings(reply_timeout_s=1.2, stall_timeout_s=1.0, deadline_margin_s=10.0)
 HEADERS = {
     "true": True, "false": False, "byte": Byte(-5), "short": Short(300), "int": 70000,
     "long": Long(2**40), "bytes": b"\x00\x01", "string": "héllo", "time": WHEN,
     "uuid": uuid.UUID(int=12345),
 }  # fmt: skip
-
-
-def context(speech_s: float = 1.0) -> np.ndarray:
-    x = np.zeros(int((0.4 + speech_s) * RATE), np.float32)
-    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
-    return x
 
 
 # --- event stream ------------------------------------------------------------------------
@@ -296,7 +288,7 @@ def test_fake_reply_starts_exactly_at_the_behaviours_onset() -> None:
     server = ServerProtocol(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
     signer = EventSigner(Credentials("AKID", SECRET), "us-east-1", "00" * 32)
     fake_feed(server, proto.opening(), signer)
-    x = np.concatenate([context(), np.zeros(RATE * 3, np.float32)])
+    x = np.concatenate([context(tail_s=0.2), np.zeros(RATE * 3, np.float32)])
     client = ClientProtocol(SonicSettings(), "p1")
     first = None
     for i in range(0, x.size - FRAME + 1, FRAME):
@@ -320,7 +312,7 @@ async def _session(
     )
     try:
         client = NovaSonicClient(ClientConfig(url=server.url, api_key=key, connect_timeout_s=5.0))
-        return await run_session(client, context(), SETTINGS)
+        return await run_session(client, context(tail_s=0.2), SETTINGS)
     finally:
         await server.aclose()
 
@@ -355,7 +347,7 @@ async def test_the_model_talking_over_the_user_is_recorded_as_a_barge_in(monkeyp
         client = NovaSonicClient(
             ClientConfig(url=server.url, api_key=SECRET, connect_timeout_s=5.0)
         )
-        x = np.concatenate([context(2.0), np.zeros(RATE, np.float32)])
+        x = np.concatenate([context(2.0, tail_s=0.2), np.zeros(RATE, np.float32)])
         out = await run_session(client, x, SETTINGS)
     finally:
         await server.aclose()
@@ -369,7 +361,8 @@ def test_fake_talks_on_by_the_wall_clock_when_the_client_stops_sending() -> None
     signer = EventSigner(Credentials("AKID", SECRET), "us-east-1", "00" * 32)
     for chunk in proto.opening():
         server.receive(signer.wrap(chunk, WHEN), now=0.0)
-    x = np.concatenate([context(), np.zeros(int(0.3 * RATE), np.float32)])  # stops before the reply
+    # stops before the reply
+    x = np.concatenate([context(tail_s=0.2), np.zeros(int(0.3 * RATE), np.float32)])
     for i in range(0, x.size - FRAME + 1, FRAME):
         acts = server.receive(signer.wrap(proto.audio_chunk(x[i : i + FRAME]), WHEN), now=i / RATE)
         assert acts == []
@@ -486,7 +479,7 @@ async def test_our_client_speaks_http2_over_tls_with_alpn(tmp_path, monkeypatch)
     try:
         url = server.url.replace("127.0.0.1", "localhost")
         client = NovaSonicClient(ClientConfig(url=url, api_key=SECRET, connect_timeout_s=5.0))
-        out = await run_session(client, context(), SETTINGS)
+        out = await run_session(client, context(tail_s=0.2), SETTINGS)
     finally:
         await server.aclose()
     assert out.status == "ok", out.error

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from duplexsim.clients.base import ClientConfig
-from duplexsim.clients.fakekit.behaviours import behaviour_factory, synthetic_voice
+from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.openai_realtime.config import RealtimeOptions
 from duplexsim.clients.openai_realtime.dialects import (
     AZURE,
@@ -32,21 +32,15 @@ from duplexsim.clients.openai_realtime.server import start_server
 from duplexsim.clients.registry import client_class, fake_server_factory
 from duplexsim.core.audio import float_to_pcm16
 from duplexsim.core.errors import ConfigError, ProtocolError
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import context, settings, synthetic
 
 KEY = "dialect-test-SECRET-77"
-SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.5))
+SETTINGS = settings(reply_timeout_s=1.5, deadline_margin_s=10.0)
 
 
 def options(d: Dialect, **opts: Any) -> RealtimeOptions:
     return RealtimeOptions.from_options(opts, opts.pop("voice", None), d)
-
-
-def context(rate: int) -> np.ndarray:
-    x = np.zeros(int(1.6 * rate), np.float32)
-    x[int(0.2 * rate) : int(1.2 * rate)] = synthetic_voice(rate, 1.0)
-    return x
 
 
 # --- what each dialect sends ----------------------------------------------------------------
@@ -191,7 +185,11 @@ async def dialect_session(
         cls = client_class(client_protocol or protocol)
         url = server.url if path is None else f"ws://127.0.0.1:{server.port}{path}"
         client = cls(ClientConfig(url=url, model="m", api_key=KEY, connect_timeout_s=3.0))
-        return await run_session(client, context(client.capabilities.input_rate), SETTINGS)
+        return await run_session(
+            client,
+            context(tail_s=0.4, rate=client.capabilities.input_rate, voice=synthetic),
+            SETTINGS,
+        )
     finally:
         await server.aclose()
 
@@ -242,7 +240,7 @@ async def test_azure_voicelive_sdk_talks_to_the_voice_live_fake() -> None:
                 session={"modalities": ["text", "audio"], "input_audio_format": "pcm16",
                          "turn_detection": {"type": "server_vad"}}
             )  # fmt: skip
-            x = context(24000)
+            x = context(tail_s=0.4, rate=24000, voice=synthetic)
             for i in range(0, x.size, 480):
                 await conn.input_audio_buffer.append(audio=pcm_b64(x[i : i + 480]))
             silence = pcm_b64(np.zeros(480, np.float32))
@@ -299,7 +297,9 @@ def test_dashscope_sdk_talks_to_the_qwen_fake() -> None:
         conv.update_session(
             output_modalities=[omni.MultiModality.AUDIO, omni.MultiModality.TEXT], voice="Cherry"
         )
-        x = np.concatenate((context(16000), np.zeros(16000 * 2, np.float32)))
+        x = np.concatenate(
+            (context(tail_s=0.4, rate=16000, voice=synthetic), np.zeros(16000 * 2, np.float32))
+        )
         for i in range(0, x.size, 320):
             conv.append_audio(pcm_b64(x[i : i + 320]))
             if done.is_set():
@@ -322,7 +322,9 @@ async def test_a_fake_that_requires_the_model_asks_for_it_by_the_dialects_name()
     try:
         cls = client_class("azure-realtime-preview")
         out = await run_session(
-            cls(ClientConfig(url=server.url, api_key=KEY)), context(24000), SETTINGS
+            cls(ClientConfig(url=server.url, api_key=KEY)),
+            context(tail_s=0.4, rate=24000, voice=synthetic),
+            SETTINGS,
         )
         assert out.status == "failed" and "HTTP 400" in (out.error or ""), out.error
         named = cls(ClientConfig(url=server.url, model="dep", api_key=KEY))

@@ -43,8 +43,8 @@ from duplexsim.core.errors import (
     SessionError,
 )
 from duplexsim.core.timing import measure_reply, speech_end
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 
 RATE = 24000
@@ -499,19 +499,7 @@ def test_fake_media_faults_trigger_on_media_time() -> None:
 
 # --- sessions over loopback ----------------------------------------------------------------------
 
-CONTEXT_RATE = 16000
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=0.8),
-    deadline_margin_s=2.0,
-)
-
-
-def context(speech_s: float = 1.0) -> np.ndarray:
-    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s."""
-    x = np.zeros(int((0.3 + speech_s) * CONTEXT_RATE), np.float32)
-    start = int(0.2 * CONTEXT_RATE)
-    x[start : start + int(speech_s * CONTEXT_RATE)] = voiced_signal(speech_s)
-    return x
+SETTINGS = settings(reply_timeout_s=0.8)
 
 
 async def session(

@@ -58,28 +58,11 @@ from duplexsim.core.errors import (
     RateLimited,
     RemoteError,
 )
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
-from tests.helpers.signals import voiced_signal
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import QUICK_STALL as SETTINGS
+from tests.helpers.sessions import context
 
 KEY = "sk-test-SECRET-4242"
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
-    stall_timeout_s=0.6,
-    deadline_margin_s=2.0,
-)
-
-
-def context(speech_s: float = 1.0, rate: int = 16000, *, fade_s: float = 0.0) -> np.ndarray:
-    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s. ``fade_s``: the
-    speech fades out over its last ``fade_s`` (Opus smears an abrupt end a few ms later)."""
-    speech = voiced_signal(speech_s, rate)
-    fade = round(fade_s * rate)
-    if fade:
-        speech[-fade:] *= np.linspace(1.0, 0.0, fade, endpoint=False, dtype=np.float32)
-    x = np.zeros(int((0.3 + speech_s) * rate), np.float32)
-    x[int(0.2 * rate) : int(0.2 * rate) + int(speech_s * rate)] = speech
-    return x
 
 
 def config(url: str, *, api_key: str | None = KEY, **options: object) -> ClientConfig:
@@ -359,7 +342,7 @@ def test_server_session_events() -> None:
 
 def test_server_drives_the_behaviour_frame_by_frame() -> None:
     server = ServerProtocol(behaviour_factory("echo", hangover_s=0.3), rate=RATE)
-    x = context(0.6, RATE)
+    x = context(0.6, rate=RATE)
     x = np.concatenate([x, np.zeros(RATE, np.float32)])
     seen: list[str] = []
     audio = 0

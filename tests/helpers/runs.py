@@ -7,17 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings
+from tests.helpers.sessions import settings
 from tests.helpers.signals import voiced_signal, write_wav
 from tests.helpers.timing import LENIENT, LENIENT_ARGS
 
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0),
-    stall_timeout_s=1.0,
-    deadline_margin_s=3.0,
-    budget=LENIENT,
-)
+SETTINGS = settings(max_reply_s=3.0, stall_timeout_s=1.0, deadline_margin_s=3.0, budget=LENIENT)
 
 
 FAST_ARGS = [

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import numpy as np
 
-from duplexsim.clients.fakekit.behaviours import behaviour_factory
+from duplexsim.clients.fakekit.behaviours import behaviour_factory, synthetic_voice
+from duplexsim.core.timing import TimingBudget
 from duplexsim.core.turns import TurnSettings
 from duplexsim.session.engine import SessionSettings
 from tests.helpers.signals import voiced_signal
@@ -15,17 +17,58 @@ from tests.helpers.virtualclock import ScriptedClient
 RATE = 16000
 
 
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
-    stall_timeout_s=5.0,
-    deadline_margin_s=2.0,
-)
+def settings(
+    *,
+    max_reply_s: float = 4.0,
+    reply_timeout_s: float = 1.0,
+    stall_timeout_s: float = 5.0,
+    deadline_margin_s: float = 2.0,
+    budget: TimingBudget | None = None,
+) -> SessionSettings:
+    """Session settings for tests: a 0.5 s hangover, short timeouts; the rest as named."""
+    return SessionSettings(
+        turns=TurnSettings(
+            hangover_s=0.5, max_reply_s=max_reply_s, reply_timeout_s=reply_timeout_s
+        ),
+        stall_timeout_s=stall_timeout_s,
+        deadline_margin_s=deadline_margin_s,
+        budget=budget or TimingBudget(),
+    )
 
 
-def context(speech_s: float = 1.0) -> np.ndarray:
-    """0.2 s silence, speech, 0.1 s silence; speech ends at 0.2 + speech_s."""
-    x = np.zeros(int((0.3 + speech_s) * RATE), np.float32)
-    x[int(0.2 * RATE) : int(0.2 * RATE) + int(speech_s * RATE)] = voiced_signal(speech_s)
+SETTINGS = settings()
+# a stalled server is called after 0.6 s of silence on the wire or pings unanswered
+QUICK_STALL = settings(stall_timeout_s=0.6)
+
+
+Voice = Callable[[float, int], np.ndarray]  # (seconds, rate) -> speech, as voiced_signal
+
+
+def synthetic(seconds: float, rate: int = RATE, *, f0: float = 120.0) -> np.ndarray:
+    """The fakes' synthetic voice (10 ms fades at both ends, as real speech starts and ends; a
+    hard cut makes Opus smear a turn's end) as a Voice."""
+    return synthetic_voice(rate, seconds, f0=f0)
+
+
+def context(
+    speech_s: float = 1.0,
+    *,
+    lead_s: float = 0.2,
+    tail_s: float = 0.1,
+    rate: int = RATE,
+    fade_s: float = 0.0,
+    voice: Voice = voiced_signal,
+) -> np.ndarray:
+    """``lead_s`` silence, speech, ``tail_s`` silence at ``rate``; speech ends at lead_s + speech_s.
+    ``fade_s``: the speech fades out over its last ``fade_s`` (Opus smears an abrupt end a few ms
+    later)."""
+    speech = voice(speech_s, rate)
+    fade = round(fade_s * rate)
+    if fade:
+        speech[-fade:] *= np.linspace(1.0, 0.0, fade, endpoint=False, dtype=np.float32)
+    lead = round(lead_s * rate)
+    x = np.zeros(lead + speech.size + round(tail_s * rate), np.float32)
+    x[lead : lead + speech.size] = speech
     return x
 
 

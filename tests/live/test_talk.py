@@ -17,7 +17,6 @@ from duplexsim.cli import main
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.errors import ConfigError
-from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import VadConfig
 from duplexsim.live.audio_io import AudioOptions, fake
 from duplexsim.live.talk import Microphone, MicTurn, TalkOptions, _open_store, talk
@@ -25,15 +24,13 @@ from duplexsim.profiles.profile import resolve_model
 from duplexsim.replay.sessions import replay_run
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.runscores.score import _reference_job, collect_clips
-from duplexsim.session.engine import SessionSettings
 from tests.helpers.paths import REPO
+from tests.helpers.sessions import settings
 from tests.helpers.signals import voiced_signal, write_wav
 
 RATE = 16000
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=2.0),
-    stall_timeout_s=1.0,
-    deadline_margin_s=3.0,
+SETTINGS = settings(
+    max_reply_s=3.0, reply_timeout_s=2.0, stall_timeout_s=1.0, deadline_margin_s=3.0
 )
 
 

@@ -14,19 +14,16 @@ import pytest
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.benchmark import load_benchmark
-from duplexsim.core.turns import TurnSettings
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.report.data import build_report
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.runscores.score import ScoreCache, cache_path, collect_clips, cut_reply
-from duplexsim.session.engine import SessionSettings
 from tests.helpers.paths import REPO
 from tests.helpers.runs import short_benchmark
+from tests.helpers.sessions import settings
 from tests.helpers.timing import LENIENT
 
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=1.0), budget=LENIENT
-)
+SETTINGS = settings(max_reply_s=3.0, deadline_margin_s=10.0, budget=LENIENT)
 
 
 def duplexsim(*args: str) -> subprocess.CompletedProcess[str]:

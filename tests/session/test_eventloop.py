@@ -14,16 +14,10 @@ from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.client import PcmWsClient
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.timeline import Schedule
-from duplexsim.core.turns import TurnSettings
 from duplexsim.session import eventloop
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import QUICK_STALL as SETTINGS
 from tests.helpers.sessions import context
-
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.0),
-    stall_timeout_s=0.6,
-    deadline_margin_s=2.0,
-)
 
 pytestmark = pytest.mark.skipif(eventloop.FineTimeoutSelector is None, reason="epoll is Linux only")
 

@@ -13,16 +13,13 @@ import soundfile as sf
 
 from duplexsim.clients.fakekit.behaviours.base import Step
 from duplexsim.core.timing import measure_reply
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
 from tests.helpers.onsetcases import RATE, Case, all_cases
+from tests.helpers.sessions import settings
 from tests.helpers.virtualclock import ScriptedClient, run_virtual
 
 CASES = all_cases()
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=3.0),
-    deadline_margin_s=2.0,
-)
+SETTINGS = settings(reply_timeout_s=3.0)
 
 
 class Playback:

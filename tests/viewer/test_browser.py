@@ -22,19 +22,18 @@ from typing import Any
 import pytest
 
 from duplexsim.core.audio import audio_info
-from duplexsim.core.turns import TurnSettings
 from duplexsim.runscores.score import score_run
 from duplexsim.scoring.service.api import open_scoring
-from duplexsim.session.engine import SessionSettings
 from duplexsim.viewer import write_view
 from tests.helpers.paths import REPO
+from tests.helpers.sessions import settings
 from tests.helpers.views import add_failed_row, record_run
 
 CHROMIUM = os.environ.get("DUPLEXSIM_CHROMIUM") or shutil.which("chromium")
 CHROMEDRIVER = os.environ.get("DUPLEXSIM_CHROMEDRIVER") or shutil.which("chromedriver")
 ARTIFACTS = Path(os.environ.get("DUPLEXSIM_ARTIFACTS", REPO / "tests" / "artifacts"))
 DEMO_SAMPLES = ("tl-anger-1", "it-pride-1")  # the two shortest demo contexts (8.8 s)
-SETTINGS = SessionSettings(turns=TurnSettings(hangover_s=0.5, max_reply_s=3.0, reply_timeout_s=3.0))
+SETTINGS = settings(max_reply_s=3.0, reply_timeout_s=3.0, deadline_margin_s=10.0)
 USER_RGB, MODEL_RGB = (37, 99, 235), (234, 88, 12)  # --user and --model in the stylesheet
 
 webdriver = pytest.importorskip(
