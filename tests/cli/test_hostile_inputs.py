@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from duplexsim.profiles.profile import load_profile
 from duplexsim.run.runlock import run_lock
 from duplexsim.run.runner import RunOptions
 from tests.helpers.paths import REPO
+from tests.helpers.waits import wait_until
 
 GOOD = {
     "id": "s0",
@@ -132,6 +132,14 @@ def test_shards_of_one_run_run_side_by_side_but_not_twice(tmp_path: Path) -> Non
             pass
 
 
+def lock_free(folder: Path) -> bool:
+    try:
+        with run_lock(folder, "r", None):
+            return True
+    except ConfigError:
+        return False
+
+
 def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
@@ -151,14 +159,7 @@ def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
             pass
         child.send_signal(signal.SIGKILL)
         child.wait(10)
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                with run_lock(tmp_path, "r", None):
-                    break
-            except ConfigError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        wait_until(lambda: lock_free(tmp_path), timeout_s=5, what="the dead process's lock")
     finally:
         child.kill()
         child.wait(10)
@@ -180,10 +181,12 @@ def test_a_second_run_on_the_same_run_id_is_refused_at_once(
     )
     try:
         lock = tmp_path / "runs" / "same" / ".writer.lock"
-        deadline = time.monotonic() + 30
-        while not (lock.exists() and lock.read_text().strip()):
-            assert time.monotonic() < deadline and first.poll() is None
-            time.sleep(0.05)
+
+        def locked() -> bool:
+            assert first.poll() is None, "the first run ended before it was seen writing"
+            return lock.exists() and bool(lock.read_text().strip())
+
+        wait_until(locked, timeout_s=30, what="the first run's lock")
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert f"run 'same' is being written by another process (pid {first.pid})" in err

@@ -331,7 +331,7 @@ async def test_python_socketio_client_talks_to_the_fake() -> None:
                 {"audio": list(float_to_pcm16(x[i : i + FRAME])), "sample_rate": RATE}
             )
             await client.emit("audio", body)
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(0.002)  # streamed, not dumped: it answers the pings in between
         assert client.connected  # it answered the fake's pings
     finally:
         await client.disconnect()

@@ -61,6 +61,8 @@ from duplexsim.core.errors import (
 from duplexsim.session.engine import run_session
 from tests.helpers.sessions import QUICK_STALL as SETTINGS
 from tests.helpers.sessions import context
+from tests.helpers.virtualclock import run_virtual
+from tests.helpers.waits import async_wait_until
 
 KEY = "sk-test-SECRET-4242"
 
@@ -404,7 +406,7 @@ async def test_outgoing_track_rechunks_counts_pts_and_fills_when_idle() -> None:
     track = OutgoingAudioTrack(idle_fill_s=0.05)
     track.push(np.full(FRAME // 2, 0.5, np.float32))
     waiting = asyncio.create_task(track.recv())
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a recv with a frame to give would be done by now
     assert not waiting.done()  # half a frame is not a frame
     track.push(np.full(FRAME, -0.5, np.float32))
     first = await asyncio.wait_for(waiting, 1.0)
@@ -491,57 +493,65 @@ def decoded(pts: int) -> AudioFrame:
     return frame
 
 
-async def test_arrivals_are_the_clock_when_each_packet_was_read_and_events_queue_behind() -> None:
+def test_arrivals_are_the_clock_when_each_packet_was_read_and_events_queue_behind() -> None:
     """No playout model: a frame is stamped with the session's clock at the read of its packet
     (not when the decoder thread gave it back), and a data-channel event waits for the frames of
     the packets read before it (at most a frame period), so output_audio_buffer.stopped never
-    ends a reply before its last frames."""
-    now = [0.0]
-    client = OpenAIWebRTCClient(config("http://127.0.0.1:9"))
-    client.use_clock(lambda: now[0])
-    proto = client._proto
-    proto.receive_handshake('{"type":"session.created","session":{}}')
-    proto.receive_handshake('{"type":"session.updated","session":{}}')
-    client._started = True
-    buffer = client._buffer = PassThroughJitterBuffer(client.clock)
-    remote = RemoteFrames()
-    tasks = [asyncio.create_task(client._read_audio(remote)), asyncio.create_task(client._pump())]
+    ends a reply before its last frames. On the virtual clock: that period is the loop's time,
+    exact however late a loaded machine runs the test."""
 
-    def packet_read(seq: int, at: float) -> None:
-        now[0] = at
-        buffer.add(rtp(seq, seq * FRAME))
-
-    def message(text: str, at: float) -> None:
-        now[0] = at
-        client._on_message(text)
-
-    try:
-        message('{"type":"output_audio_buffer.started","response_id":"r"}', 0.9)
-        packet_read(0, 1.0)
-        packet_read(1, 1.02)
-        message('{"type":"output_audio_buffer.stopped","response_id":"r"}', 1.025)
-        assert client._queue.empty()  # both frames are still in the decoder
-        now[0] = 1.5  # the decoder is slow: it makes no difference to the stamps
-        remote.frames.put_nowait(decoded(0))
-        remote.frames.put_nowait(decoded(FRAME))
-        await asyncio.sleep(0.005)
-        got = [client._queue.get_nowait() for _ in range(client._queue.qsize())]
-        assert [(type(e), e and e.arrival) for e in got] == [
-            (AudioOut, 1.0),
-            (AudioOut, 1.02),
-            (EndOfTurn, 1.025),
+    async def main() -> None:
+        now = [0.0]
+        client = OpenAIWebRTCClient(config("http://127.0.0.1:9"))
+        client.use_clock(lambda: now[0])
+        proto = client._proto
+        proto.receive_handshake('{"type":"session.created","session":{}}')
+        proto.receive_handshake('{"type":"session.updated","session":{}}')
+        client._started = True
+        buffer = client._buffer = PassThroughJitterBuffer(client.clock)
+        remote = RemoteFrames()
+        tasks = [
+            asyncio.create_task(client._read_audio(remote)),
+            asyncio.create_task(client._pump()),
         ]
-        packet_read(2, 1.04)  # a packet that leaves no frame (it did not decode)
-        message('{"type":"response.output_audio_transcript.delta","delta":"hi"}', 1.045)
-        await asyncio.sleep(FRAME_S / 2)
-        assert client._queue.empty()
-        await asyncio.sleep(FRAME_S)
-        assert client._queue.get_nowait() == Transcript("hi", 1.045)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        client._track.stop()
+
+        def packet_read(seq: int, at: float) -> None:
+            now[0] = at
+            buffer.add(rtp(seq, seq * FRAME))
+
+        def message(text: str, at: float) -> None:
+            now[0] = at
+            client._on_message(text)
+
+        try:
+            message('{"type":"output_audio_buffer.started","response_id":"r"}', 0.9)
+            packet_read(0, 1.0)
+            packet_read(1, 1.02)
+            message('{"type":"output_audio_buffer.stopped","response_id":"r"}', 1.025)
+            assert client._queue.empty()  # both frames are still in the decoder
+            now[0] = 1.5  # the decoder is slow: it makes no difference to the stamps
+            remote.frames.put_nowait(decoded(0))
+            remote.frames.put_nowait(decoded(FRAME))
+            await asyncio.sleep(0.005)
+            got = [client._queue.get_nowait() for _ in range(client._queue.qsize())]
+            assert [(type(e), e and e.arrival) for e in got] == [
+                (AudioOut, 1.0),
+                (AudioOut, 1.02),
+                (EndOfTurn, 1.025),
+            ]
+            packet_read(2, 1.04)  # a packet that leaves no frame (it did not decode)
+            message('{"type":"response.output_audio_transcript.delta","delta":"hi"}', 1.045)
+            await asyncio.sleep(FRAME_S / 2)
+            assert client._queue.empty()
+            await asyncio.sleep(FRAME_S)
+            assert client._queue.get_nowait() == Transcript("hi", 1.045)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            client._track.stop()
+
+    run_virtual(main())
 
 
 AIORTC_HOLD_S = 4 * FRAME_S  # JitterBuffer(capacity=16, prefetch=4) in every audio receiver
@@ -579,7 +589,8 @@ async def measure_pair(x: np.ndarray, *, bypass: bool) -> tuple[list[float], np.
             await asyncio.sleep(max(0.0, start + n * 0.02 - time.monotonic()))
             pushed[n * FRAME] = time.monotonic()
             track.push(x[n * FRAME : (n + 1) * FRAME])
-        await asyncio.sleep(0.15)
+        held = 0 if bypass else round(AIORTC_HOLD_S / FRAME_S)  # aiortc's buffer keeps its last
+        await async_wait_until(lambda: len(delays) >= x.size // FRAME - held, what="the frames")
     finally:
         for task in readers:
             task.cancel()

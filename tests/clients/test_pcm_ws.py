@@ -520,10 +520,13 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
         serve_websockets,
     )
 
+    holding = asyncio.Event()
+
     async def handler(ws: ServerConnection) -> None:
         def receive(message: str | bytes) -> list:
             if message == "a":
                 ws.pause_writing()  # as when the transport's buffer passes its high-water mark
+                holding.set()
                 return [Send("a0"), Send("a1"), Send("a2")]
             if message == "b":
                 ws.resume_writing()  # writable again in the same loop turn as this read
@@ -536,7 +539,7 @@ async def test_fake_answers_never_overtake_actions_still_being_carried_out():
     try:
         async with connect(server.url, compression=None) as ws:
             await ws.send("a")
-            await asyncio.sleep(0.1)
+            await asyncio.wait_for(holding.wait(), 2)  # a's answers wait for the socket now
             await ws.send("b")
             got = [await asyncio.wait_for(ws.recv(), 2) for _ in range(4)]
             assert got == ["a0", "a1", "a2", "b0"]

@@ -6,7 +6,8 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from duplexsim.scoring.service import (
     ScoringWorker,
     wire,
 )
+from tests.helpers.waits import wait_until as wait_until  # re-exported: tests import it here
 
 LOOPBACK = "tcp://127.0.0.1:*"
 
@@ -31,8 +33,9 @@ SR = 16000
 class TinyScorer(EmotionModel):
     name = "tiny"
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, started: Path | None = None) -> None:
         self.delay_s = delay_s
+        self.started = started  # a file that shows a call is inside score()
         self.calls: list[int] = []
 
     @property
@@ -41,7 +44,9 @@ class TinyScorer(EmotionModel):
 
     def score(self, clips: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:
         self.calls.append(len(clips))
-        time.sleep(self.delay_s)
+        if self.started is not None:
+            self.started.touch()
+        time.sleep(self.delay_s)  # a slow model
         rows = [[*expected(clip), len(clips), os.getpid()] for clip in clips]
         return np.asarray(rows, dtype=np.float32)
 
@@ -61,8 +66,9 @@ def expected(clip: NDArray[np.floating[Any]]) -> list[float]:
 def tiny_factory(name: str) -> EmotionModel:
     """Used by worker processes: ``--factory tests.helpers.scoring_service:tiny_factory``."""
     delay = float(os.environ.get("TINY_DELAY_S", "0"))
+    started = os.environ.get("TINY_STARTED")
     if name == "tiny":
-        return TinyScorer(delay)
+        return TinyScorer(delay, Path(started) if started else None)
     if name == "boom":
         return BoomScorer()
     raise ConfigError(f"unknown test scorer {name!r}")
@@ -100,16 +106,6 @@ def running_worker(
     finally:
         worker.stop()
         thread.join(5)
-
-
-def wait_until(
-    condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition"
-) -> None:
-    end = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def worker_count(broker: Broker) -> int:

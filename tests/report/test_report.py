@@ -158,7 +158,6 @@ def _free_port() -> int:
 def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path):
     """`duplexsim scoring serve` + `scoring worker` processes, then `score --endpoint`."""
     import shutil
-    import time
 
     run = tmp_path / "echo"
     shutil.copytree(two_runs[0], run)
@@ -197,9 +196,12 @@ def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path)
                 "prosody",
             ],
             cwd=REPO,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        time.sleep(1.0)
+        # it says so once its scorer is loaded, then registers with the broker, which queues the
+        # requests that come before it
+        assert worker.stdout.readline().startswith("scoring worker: serving prosody")
         result = duplexsim(
             "score", str(run), "--scorer", "prosody", "--endpoint", f"tcp://127.0.0.1:{port}"
         )
@@ -211,6 +213,8 @@ def test_score_through_the_scoring_service_equals_in_process(two_runs, tmp_path)
                 proc.terminate()
                 proc.wait(timeout=10)
     remote = ScoreCache(cache_path(run, "prosody"), "prosody")
+    # in process (from its cache if an earlier test scored it): this test runs alone too
+    assert duplexsim("score", str(two_runs[0])).returncode == 0
     local = ScoreCache(cache_path(two_runs[0], "prosody"), "prosody")
     assert remote.items.keys() == local.items.keys()
     for key, item in local.items.items():

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from duplexsim.run.admission import AdmissionLimits, Headroom, admit
+from tests.helpers.waits import async_wait_until
 
 LIMITS = AdmissionLimits(loop_lag_ms=2.0, cpu_share=0.7)
 
@@ -22,7 +23,7 @@ async def test_a_loop_kept_busy_shows_its_lag_and_closes_the_door() -> None:
     headroom = Headroom(LIMITS)
     headroom.start()
     try:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the figures of a quiet loop, over a few of its samples
         quiet_lag, _ = headroom.figures()
         for _ in range(30):  # 10 ms of the loop's time taken every 20 ms
             end = time.perf_counter() + 0.01
@@ -95,8 +96,8 @@ async def test_a_retry_gives_its_room_back_while_it_waits() -> None:
         async with headroom.slot(4) as slot:
             assert headroom.in_flight == 1
             waiting = asyncio.create_task(slot.retake(0.2))
-            await asyncio.sleep(0.1)
-            assert headroom.in_flight == 0 and not slot.held
+            await async_wait_until(lambda: not slot.held, what="the slot given back")
+            assert headroom.in_flight == 0 and not waiting.done()
             await waiting
             assert headroom.in_flight == 1 and slot.held
         assert headroom.in_flight == 0

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from duplexsim.session import eventloop
 from duplexsim.session.stalls import MIN_STALL_S, StallLog, parse_stall_line, stall_line
+from tests.helpers.waits import async_wait_until
 
 
 def test_short_stalls_are_not_kept() -> None:
@@ -82,12 +83,12 @@ def test_the_loop_records_a_callback_that_holds_it() -> None:
     async def main() -> tuple[float, float, float]:
         log = eventloop.stall_log()
         assert log is not None
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a callback of its own, after a wait of the loop's
         start = time.monotonic()
         while time.monotonic() - start < 0.008:  # a callback that runs 8 ms
             pass
         end = time.monotonic()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the loop's next wait notes the callback that held it
         return log.worst(start, end), start, end
 
     worst, start, end = eventloop.run(main())
@@ -133,16 +134,17 @@ async def test_a_fake_reports_its_stalls_to_the_run_that_started_it() -> None:
 
     async with FakeModelProcess("pcm-ws", "silent") as fake:
         assert fake._proc is not None
+        # time for its loop to arm its 50 ms report timer, just after it says it serves: a loop
+        # stopped while it waits with no timer due sees no stall. Nothing it says marks that.
         await asyncio.sleep(0.2)
         stopped = time.monotonic()
         os.kill(fake._proc.pid, signal.SIGSTOP)  # the server's loop cannot run for 0.3 s
         time.sleep(0.3)
         os.kill(fake._proc.pid, signal.SIGCONT)
         resumed = time.monotonic()
-        for _ in range(40):
-            await asyncio.sleep(0.05)
-            if fake.stalls.worst(stopped, resumed) >= 0.2:
-                break
+        await async_wait_until(
+            lambda: fake.stalls.worst(stopped, resumed) >= 0.2, what="the stall's report"
+        )
         # its wait ended up to 0.3 s late (it sleeps at most 50 ms between reports)
         assert 0.2 <= fake.stalls.worst(stopped, resumed) <= resumed - stopped + 0.1
 

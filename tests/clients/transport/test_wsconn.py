@@ -17,6 +17,7 @@ from duplexsim.clients.transport.wsconn import KEEPALIVE_TIMEOUT, READ_BUFFER, W
 from duplexsim.clients.transport.wsopen import connect, serve
 from duplexsim.core.errors import ProtocolError
 from tests.helpers.tls import self_signed_tls
+from tests.helpers.waits import async_wait_until
 
 
 async def test_send_writes_in_order_and_reports_a_closed_connection() -> None:
@@ -104,8 +105,10 @@ async def test_a_full_inbox_stops_reading_until_it_is_drained() -> None:
     chunk = bytes(64 * 1024)
     count = 160  # 10 MiB: more than loopback socket buffers hold
     sent = asyncio.Event()
+    peers: list[ServerConnection] = []
 
     async def flood(ws: ServerConnection) -> None:
+        peers.append(ws)
         for i in range(count):
             await ws.send(bytes([i]) + chunk)
         sent.set()
@@ -114,7 +117,14 @@ async def test_a_full_inbox_stops_reading_until_it_is_drained() -> None:
     async with ws_serve(flood, "127.0.0.1", 0, compression=None, max_size=None) as server:
         port = server.sockets[0].getsockname()[1]
         ws = await connect(f"ws://127.0.0.1:{port}", inbox_high=256 * 1024)
-        await asyncio.sleep(0.5)
+        await async_wait_until(
+            lambda: (
+                bool(peers)
+                and ws._reading_paused
+                and peers[0].transport.get_write_buffer_size() > 0
+            ),
+            what="a full inbox, and the server's writes backing up",
+        )
         assert not sent.is_set()  # the server is held back: its sends wait on the socket
         held = ws._inbox.size
         assert 256 * 1024 <= held < 256 * 1024 + READ_BUFFER + len(chunk) + 1

@@ -58,9 +58,9 @@ from tests.helpers.scoring_service import (
     running_broker,
     running_worker,
     tiny_factory,
-    wait_until,
     worker_count,
 )
+from tests.helpers.waits import async_wait_until, wait_until
 
 # ---- the tiny test scorer ---------------------------------------------------------------------
 
@@ -75,8 +75,15 @@ def heads(values: NDArray[np.float32] | None) -> list[float]:
 
 @contextlib.contextmanager
 def worker_process(
-    endpoint: str, *, delay_s: float, max_batch: int = 8, max_wait_ms: float = 20
+    endpoint: str,
+    *,
+    delay_s: float,
+    max_batch: int = 8,
+    max_wait_ms: float = 20,
+    started: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker process serving the tiny scorer, ``delay_s`` per batch; ``started`` appears once
+    it is inside score()."""
     cmd = [
         sys.executable, "-m", "duplexsim", "scoring", "worker",
         "--connect", endpoint,
@@ -86,7 +93,7 @@ def worker_process(
         "--max-wait-ms", str(max_wait_ms),
         "--heartbeat-s", "0.1",
     ]  # fmt: skip
-    env = {**os.environ, "TINY_DELAY_S": str(delay_s)}
+    env = {**os.environ, "TINY_DELAY_S": str(delay_s), "TINY_STARTED": str(started or "")}
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
@@ -99,16 +106,6 @@ def worker_process(
             if crashed:
                 log.seek(0)
                 print(log.read().decode(errors="replace")[-3000:], file=sys.stderr)
-
-
-async def async_wait_until(
-    condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition"
-) -> None:
-    end = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -568,11 +565,12 @@ async def test_two_worker_processes_answer_every_request_once_with_dynamic_batch
 
 
 def test_worker_killed_mid_batch_every_request_is_answered_once_by_the_other(
-    raw: Callable[[str], RawClient],
+    raw: Callable[[str], RawClient], tmp_path: Path
 ) -> None:
+    inside = tmp_path / "slow-scoring"
     with (
         running_broker() as broker,
-        worker_process(broker.backend, delay_s=5.0) as slow,
+        worker_process(broker.backend, delay_s=5.0, started=inside) as slow,
         worker_process(broker.backend, delay_s=0.02) as fast,
     ):
         wait_until(lambda: worker_count(broker) == 2, what="two workers")
@@ -580,7 +578,7 @@ def test_worker_killed_mid_batch_every_request_is_answered_once_by_the_other(
         for i in range(8):
             client.request(f"r{i}", clip((i + 1) / 10))
         wait_until(lambda: broker.stats.dispatched >= 8, what="dispatch")
-        time.sleep(0.15)  # the slow worker is inside score() now
+        wait_until(inside.exists, what="the slow worker inside score()")
         slow.send_signal(signal.SIGKILL)
         replies = client.replies(8, timeout_s=10, linger_s=0.5)
     assert Counter(r.id for r in replies) == {f"r{i}": 1 for i in range(8)}
@@ -589,11 +587,12 @@ def test_worker_killed_mid_batch_every_request_is_answered_once_by_the_other(
 
 
 def test_frozen_worker_is_replaced_and_its_late_answers_are_dropped(
-    raw: Callable[[str], RawClient],
+    raw: Callable[[str], RawClient], tmp_path: Path
 ) -> None:
+    inside = tmp_path / "frozen-scoring"
     with (
         running_broker() as broker,
-        worker_process(broker.backend, delay_s=0.5) as frozen,
+        worker_process(broker.backend, delay_s=0.5, started=inside) as frozen,
         worker_process(broker.backend, delay_s=0.02) as fast,
     ):
         wait_until(lambda: worker_count(broker) == 2, what="two workers")
@@ -601,7 +600,7 @@ def test_frozen_worker_is_replaced_and_its_late_answers_are_dropped(
         for i in range(8):
             client.request(f"r{i}", clip((i + 1) / 10))
         wait_until(lambda: broker.stats.dispatched >= 8, what="dispatch")
-        time.sleep(0.1)
+        wait_until(inside.exists, what="the frozen worker inside score()")
         frozen.send_signal(signal.SIGSTOP)
         try:
             replies = client.replies(8, timeout_s=10)
