@@ -26,10 +26,11 @@ from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import RunOptions, execute_run
+from duplexsim.session import eventloop
 from duplexsim.session.engine import run_session
 from tests.helpers.runs import short_benchmark
 from tests.helpers.sessions import context, settings, synthetic
-from tests.helpers.timing import LENIENT
+from tests.helpers.timing import LENIENT, assert_latency
 from tests.helpers.virtualclock import run_virtual
 
 PROTOCOLS = sorted(set(client_protocols()) & set(server_protocols()))
@@ -75,11 +76,12 @@ async def test_echo_replies_and_silent_does_not(protocol):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_injected_latency_is_recovered(protocol):
-    out = await session(protocol, "delayed-echo", latency_s=0.6, hangover_s=0.25)
+def test_injected_latency_is_recovered(protocol):
+    # on the loop a run uses, which logs its stalls: the session says what a loaded machine may
+    # have added, and no more is allowed (exact figures per protocol come from bench/)
+    out = eventloop.run(session(protocol, "delayed-echo", latency_s=0.6, hangover_s=0.25))
     assert out.status == "ok", out.error
-    # exact figures per protocol come from bench/; here a loaded CI box must still be close
-    assert out.timing.latency_s == pytest.approx(0.6, abs=0.06)
+    assert_latency(out, 0.6, 0.06)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

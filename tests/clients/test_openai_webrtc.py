@@ -58,9 +58,11 @@ from duplexsim.core.errors import (
     RateLimited,
     RemoteError,
 )
-from duplexsim.session.engine import run_session
+from duplexsim.session import eventloop
+from duplexsim.session.engine import SessionOutcome, run_session
 from tests.helpers.sessions import QUICK_STALL as SETTINGS
 from tests.helpers.sessions import context
+from tests.helpers.timing import assert_latency, vouched
 from tests.helpers.virtualclock import run_virtual
 from tests.helpers.waits import async_wait_until
 
@@ -640,15 +642,24 @@ def test_registry_lines() -> None:
     assert registry.fake_server_factory("openai-webrtc") is start_server
 
 
-async def test_echo_session_returns_audio_and_end_of_turn(echo_server: RunningServer) -> None:
-    client = OpenAIWebRTCClient(config(echo_server.url))
-    out = await run_session(client, context(), SETTINGS)
+def test_echo_session_returns_audio_and_end_of_turn() -> None:
+    async def main() -> tuple[SessionOutcome, OpenAIWebRTCClient]:
+        server = await start_server(behaviour_factory("echo"), api_key=KEY)
+        try:
+            client = OpenAIWebRTCClient(config(server.url))
+            return await run_session(client, context(), SETTINGS), client
+        finally:
+            await server.aclose()
+
+    out, client = eventloop.run(main())  # on the loop a run uses, which logs its stalls
     assert out.status == "ok", out.error
     assert out.end_reason == "end-of-turn" and out.output_rate == RATE == out.input_rate
     kinds = [e["kind"] for e in out.events if e["kind"] != "audio"]
     assert kinds[0] == "start" and kinds[-2:] == ["end_of_turn", "reply_end"]
     assert {"speech_started", "speech_stopped"} <= set(kinds)
-    assert out.timing is not None and out.timing.duration_s == pytest.approx(1.0, abs=0.1)
+    assert out.timing is not None
+    if vouched(out):  # chunks are placed as they arrive: a stall of this machine's moves them
+        assert out.timing.duration_s == pytest.approx(1.0, abs=0.1)
     assert out.bytes_sent > 10_000 and out.bytes_received > 10_000 and client.call_id
     # the key is in no record of the session
     recorded = json.dumps([out.events, out.error, client.describe(), repr(client.config)])
@@ -685,17 +696,19 @@ async def test_delayed_echo_latency_is_recovered() -> None:
     assert any(-0.001 <= e < 0.008 for e in errors)
 
 
-async def test_extra_latency_fault_delays_the_reply() -> None:
-    faults = Faults(extra_latency_s=0.1)
-    factory = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)
-    server = await start_server(factory, faults=faults, behaviour_rate=24000)
-    try:
-        out = await run_session(OpenAIWebRTCClient(config(server.url)), context(), SETTINGS)
-    finally:
-        await server.aclose()
+def test_extra_latency_fault_delays_the_reply() -> None:
+    async def main() -> SessionOutcome:
+        faults = Faults(extra_latency_s=0.1)
+        factory = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)
+        server = await start_server(factory, faults=faults, behaviour_rate=24000)
+        try:
+            return await run_session(OpenAIWebRTCClient(config(server.url)), context(), SETTINGS)
+        finally:
+            await server.aclose()
+
+    out = eventloop.run(main())  # on the loop a run uses, which logs its stalls
     assert out.status == "ok", out.error
-    assert out.timing is not None and out.timing.latency_s is not None
-    assert out.timing.latency_s == pytest.approx(0.6, abs=0.06)
+    assert_latency(out, 0.6, 0.06)
 
 
 async def test_bad_key_is_a_final_auth_error(echo_server: RunningServer) -> None:

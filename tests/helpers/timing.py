@@ -1,8 +1,11 @@
-"""Timing budgets lenient enough for a loaded machine, where a test checks something else."""
+"""Timing in tests of real-time sessions: budgets lenient enough for a loaded machine where a test
+checks something else, and what a session vouched for where a test checks its timing."""
 
 from __future__ import annotations
 
 from duplexsim.core.timing import TimingBudget
+from duplexsim.run.store import ResultRow
+from duplexsim.session.engine import SessionOutcome
 
 # for tests of something other than the machine's pacing (retries, resume, reports): a budget no
 # loaded machine breaks, so a session is not run again because six other jobs share the cores.
@@ -17,3 +20,29 @@ LENIENT = TimingBudget(
 
 
 LENIENT_ARGS = ["--timing-budget", "1000/5000"]
+
+
+def vouched(timed: SessionOutcome | ResultRow) -> bool:
+    """Whether a real-time session vouched for its timing figures (it kept its budget). The one
+    place tests ask: a loaded machine may spoil a session's timing, and the session says so."""
+    if isinstance(timed, ResultRow):
+        return timed.timing_valid is True
+    return timed.check.valid
+
+
+def assert_latency(timed: SessionOutcome | ResultRow, expected_s: float, tol_s: float) -> None:
+    """A real-time session's latency is ``expected_s`` within ``tol_s``, as far as the session
+    vouched for it: never earlier (a loaded machine only ever delays a reply), and, where the
+    session kept its budget, no later than the tolerance plus what the machine may have added
+    by its own account (its latency window). Only a session on a loop that logs its stalls
+    (``duplexsim.session.eventloop``) can account for them."""
+    if isinstance(timed, ResultRow):
+        latency, bound_ms = timed.latency_s, timed.latency_bound_ms
+    else:
+        latency = None if timed.timing is None else timed.timing.latency_s
+        bound_ms = timed.check.latency_bound_ms
+    assert latency is not None, "no reply to time"
+    assert latency >= expected_s - tol_s, f"latency {latency:.4f} s < {expected_s} - {tol_s}"
+    if vouched(timed):
+        most = expected_s + tol_s + (bound_ms or 0.0) / 1000
+        assert latency <= most, f"latency {latency:.4f} s > {most:.4f} s, though vouched for"

@@ -159,13 +159,17 @@ def test_a_session_that_never_started_releases_the_player():
 
 def test_fake_input_plays_its_clip_in_real_time_then_ends():
     clip = voiced_signal(0.1)
-    mic = fake.FakeInput(16000, 320, clip, tail_s=0.04)
-    started = time.monotonic()
+    now = [100.0]  # its clock, moved only by its sleeps: exact however loaded the machine
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    mic = fake.FakeInput(16000, 320, clip, tail_s=0.04, clock=lambda: now[0], sleep=sleep)
     blocks = []
     while (block := mic.read()) is not None:
         blocks.append(block)
     assert len(blocks) == 7  # 5 blocks of clip, 2 of silence
-    assert time.monotonic() - started == pytest.approx(0.14, abs=0.03)
+    assert now[0] - 100.0 == pytest.approx(0.14, abs=1e-9)  # each block once it is due
     np.testing.assert_array_equal(np.concatenate(blocks)[: clip.size], clip)
 
 
