@@ -17,17 +17,13 @@ from websockets.exceptions import ConnectionClosed
 
 from duplexsim.clients.base import ClientConfig
 from duplexsim.clients.registry import client_class
-from duplexsim.core.turns import TurnSettings
-from duplexsim.session.engine import SessionSettings, run_session
+from duplexsim.session.engine import run_session
+from tests.helpers.sessions import settings
 
 __all__ = ["KEY", "SETTINGS", "Script", "drain", "hostile_server", "sending", "session"]
 
 KEY = "sk-hostile-0123456789abcdef"
-SETTINGS = SessionSettings(
-    turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=1.2),
-    stall_timeout_s=2.0,
-    deadline_margin_s=3.0,
-)
+SETTINGS = settings(reply_timeout_s=1.2, stall_timeout_s=2.0, deadline_margin_s=3.0)
 Script = Callable[[ServerConnection], Any]
 
 # each protocol's answer to the client's first message (moshi: the server speaks first)
