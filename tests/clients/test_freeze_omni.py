@@ -22,7 +22,7 @@ from duplexsim.clients.freeze_omni.protocol import ClientProtocol
 from duplexsim.clients.freeze_omni.server import start_server
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import ConfigError, ProtocolError, RateLimited
-from duplexsim.session.engine import run_session
+from duplexsim.session.engine import SessionOutcome, run_session
 from tests.helpers.sessions import context, settings
 from tests.helpers.signals import voiced_signal
 from tests.helpers.virtualclock import run_virtual
@@ -343,9 +343,10 @@ async def test_python_socketio_client_talks_to_the_fake() -> None:
     assert sum(len(g) for g in got) // 2 > 0.5 * 24000  # the echo of the speech, at 24 kHz
 
 
-async def test_our_client_talks_to_a_python_socketio_server() -> None:
+def test_our_client_talks_to_a_python_socketio_server() -> None:
     """A Socket.IO server with the demo server's handlers (echo, at 24 kHz, one chunk per
-    message): our framing against the real stack."""
+    message): our framing against the real stack. On the virtual clock: its pings and our
+    frames keep their times however loaded the machine."""
     socketio = pytest.importorskip("socketio")
     web = pytest.importorskip("aiohttp.web")
     from duplexsim.core.audio import resample
@@ -368,18 +369,21 @@ async def test_our_client_talks_to_a_python_socketio_server() -> None:
             back = resample(np.concatenate(heard[20:45]), RATE, 24000)
             await sio_server.emit("audio", float_to_pcm16(back), to=sid)
 
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        client = FreezeOmniClient(
-            ClientConfig(url=f"http://127.0.0.1:{port}", connect_timeout_s=5.0)
-        )
-        out = await run_session(client, context(1.2, tail_s=0.2), SETTINGS)
-    finally:
-        await runner.cleanup()
+    async def main() -> SessionOutcome:
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            client = FreezeOmniClient(
+                ClientConfig(url=f"http://127.0.0.1:{port}", connect_timeout_s=5.0)
+            )
+            return await run_session(client, context(1.2, tail_s=0.2), SETTINGS)
+        finally:
+            await runner.cleanup()
+
+    out = run_virtual(main())
     assert out.status == "ok", out.error
     # the reply comes after two pings (1 s apart, 0.5 s to answer): the pongs kept it open
     assert 1.9 < out.timing.onset_s < 2.1 and out.timing.duration_s > 0.3
