@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.paired import (
+from duplexsim.scoring.paired import (
     Difference,
     MatchComparison,
     compare_match,
@@ -23,9 +23,9 @@ from scoring.paired import (
     compare_medians,
     top_shares,
 )
-from scoring.ranking import holm, rank_bands
-from scoring.resample import DEFAULT, Clusters, Resampling
-from scoring.trials import item_means
+from duplexsim.scoring.ranking import holm, rank_bands
+from duplexsim.scoring.resample import DEFAULT, Clusters, Resampling
+from duplexsim.scoring.trials import item_means
 
 __all__ = ["Comparisons", "PairComparison", "RunItems", "compare_pair", "compare_runs"]
 

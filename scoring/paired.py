@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.resample import (
+from duplexsim.scoring.resample import (
     DEFAULT,
     Clusters,
     Resampling,
@@ -42,7 +42,7 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
 N_EMOTIONS = 12
-NO_REPLY = N_EMOTIONS  # as in scoring.metrics: a non-reply's "top", equal to no reference
+NO_REPLY = N_EMOTIONS  # as in duplexsim.scoring.metrics: a non-reply's "top", equal to no reference
 MISSING = -1  # a trial that did not count (failed, out of N): left out of the item's mean
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from scoring.resample import Clusters
+from duplexsim.scoring.resample import Clusters
 
 __all__ = [
     "Detectable",

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from scoring.compare import RunItems, compare_pair, compare_runs
-from scoring.paired import MISSING, NO_REPLY, mcnemar_exact
-from scoring.ranking import holm
-from scoring.resample import Resampling
+from duplexsim.scoring.compare import RunItems, compare_pair, compare_runs
+from duplexsim.scoring.paired import MISSING, NO_REPLY, mcnemar_exact
+from duplexsim.scoring.ranking import holm
+from duplexsim.scoring.resample import Resampling
 
 FAST = Resampling(bootstrap=200, permutations=2000)
 

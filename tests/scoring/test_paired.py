@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from scoring.metrics import SampleScores, compute_metrics
-from scoring.paired import (
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.scoring.metrics import SampleScores, compute_metrics
+from duplexsim.scoring.paired import (
     MISSING,
     NO_REPLY,
     compare_match,
@@ -19,8 +20,7 @@ from scoring.paired import (
     mcnemar_exact,
     top_shares,
 )
-from scoring.resample import Clusters, Resampling, cluster_robust_se, rngs, sign_flip_test
-from simulator.core.emotions import EMOTION_NAMES
+from duplexsim.scoring.resample import Clusters, Resampling, cluster_robust_se, rngs, sign_flip_test
 
 
 def brute_sign_flip(d: list[float]) -> float:
@@ -166,7 +166,7 @@ def test_median_difference_and_sign_test() -> None:
 
 
 def test_weighted_bootstrap_median_is_the_resampled_median() -> None:
-    from scoring.paired import _weighted_medians
+    from duplexsim.scoring.paired import _weighted_medians
 
     rng = np.random.default_rng(4)
     d = rng.normal(0, 1, 9)

@@ -10,8 +10,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from scoring.paired import NO_REPLY, compare_match, top_shares
-from scoring.power import (
+from duplexsim.scoring.paired import NO_REPLY, compare_match, top_shares
+from duplexsim.scoring.power import (
     adjusted_alpha,
     design_effect,
     detectable,
@@ -19,7 +19,7 @@ from scoring.power import (
     minimum_detectable_difference,
     power_paired,
 )
-from scoring.resample import Clusters, Resampling, rngs, sign_flip_test
+from duplexsim.scoring.resample import Clusters, Resampling, rngs, sign_flip_test
 
 Z = NormalDist().inv_cdf
 

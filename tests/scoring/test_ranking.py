@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scoring.ranking import holm, rank_bands
+from duplexsim.scoring.ranking import holm, rank_bands
 
 
 def holm_rejections(p: list[float], alpha: float) -> set[int]:

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from scoring.paired import MISSING, NO_REPLY, compare_match, top_shares
-from scoring.resample import Clusters, Resampling
-from scoring.trials import (
+from duplexsim.scoring.paired import MISSING, NO_REPLY, compare_match, top_shares
+from duplexsim.scoring.resample import Clusters, Resampling
+from duplexsim.scoring.trials import (
     cohens_kappa,
     item_means,
     mean_pairwise_kappa,
