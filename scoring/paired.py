@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from duplexsim.scoring.items import MISSING, NO_REPLY
 from duplexsim.scoring.resample import (
     DEFAULT,
     Clusters,
@@ -29,6 +30,8 @@ from duplexsim.scoring.resample import (
 )
 
 __all__ = [
+    "MISSING",
+    "NO_REPLY",
     "Difference",
     "MatchComparison",
     "compare_match",
@@ -42,8 +45,6 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
 N_EMOTIONS = 12
-NO_REPLY = N_EMOTIONS  # as in duplexsim.scoring.metrics: a non-reply's "top", equal to no reference
-MISSING = -1  # a trial that did not count (failed, out of N): left out of the item's mean
 
 
 @dataclass(frozen=True)

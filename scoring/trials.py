@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from duplexsim.scoring.paired import MISSING, NO_REPLY
+from duplexsim.scoring.items import MISSING, NO_REPLY
 
 __all__ = [
     "TrialAgreement",
