@@ -62,12 +62,13 @@ class Clusters:
 
     codes: IntArray
     count: int
-    clustered: bool  # False: no source ids, every item its own cluster
+    clustered: bool  # False: every item its own cluster
+    singletons: bool = False  # source ids given, but each names one item: nothing to cluster
 
     @classmethod
     def of(cls, ids: Sequence[str | None] | None, n: int) -> Clusters:
-        """From one source id per item (None: an item of its own); ``ids=None`` or no id at all
-        gives the unclustered case."""
+        """From one source id per item (None: an item of its own); ``ids=None``, no id at all, or
+        ids that each name one item give the unclustered case."""
         if ids is None or all(i is None for i in ids):
             return cls(np.arange(n, dtype=np.intp), n, False)
         if len(ids) != n:
@@ -77,6 +78,8 @@ class Clusters:
         for i, source in enumerate(ids):
             key: object = ("item", i) if source is None else source
             codes[i] = index.setdefault(key, len(index))
+        if len(index) == n:
+            return cls(codes, n, False, singletons=True)
         return cls(codes, len(index), True)
 
     def sizes(self) -> IntArray:
@@ -94,11 +97,19 @@ class Clusters:
         """The clusters of the items where ``keep`` is true, renumbered."""
         _, codes = np.unique(self.codes[keep], return_inverse=True)
         count = int(codes.max()) + 1 if codes.size else 0
-        return Clusters(codes.astype(np.intp), count, self.clustered)
+        grouped = self.clustered or self.singletons
+        return Clusters(
+            codes.astype(np.intp),
+            count,
+            self.clustered and count < codes.size,
+            singletons=grouped and count == codes.size,
+        )
 
     def describe(self) -> str:
         if self.clustered:
             return f"clustered by source_id ({self.count} clusters)"
+        if self.singletons:
+            return "unclustered (each source_id holds one sample)"
         return "unclustered (no source_id)"
 
 

@@ -250,6 +250,10 @@ def test_clusters() -> None:
     assert list(c.sizes()) == [2, 1, 1, 1]
     assert Clusters.of([None, None], 2).describe() == "unclustered (no source_id)"
     assert c.describe() == "clustered by source_id (4 clusters)"
+    lone = Clusters.of(["a", "b", None], 3)  # every source one sample: nothing to cluster
+    assert not lone.clustered and lone.describe() == "unclustered (each source_id holds one sample)"
+    kept = c.subset(np.array([True, True, False, True, False]))  # a, item 1, b: singletons now
+    assert not kept.clustered and kept.count == 3 and kept.singletons
     with pytest.raises(ValueError):
         Clusters.of(["a"], 2)
     with pytest.raises(ValueError):
