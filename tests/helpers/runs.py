@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from duplexsim.core.audio import read_audio
 from duplexsim.core.turns import TurnSettings
 from duplexsim.session.engine import SessionSettings
-from duplexsim.core.audio import read_audio
 from tests.helpers.paths import DEMO
 from tests.helpers.signals import voiced_signal, write_wav
 from tests.helpers.timing import LENIENT, LENIENT_ARGS
