@@ -11,6 +11,7 @@ information. The minimum detectable difference is the delta at which that power 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "design_effect",
     "detectable",
     "icc_anova",
+    "independent_discordance",
     "minimum_detectable_difference",
     "power_paired",
 ]
@@ -57,23 +59,38 @@ def power_paired(delta: float, discordance: float, n: float, alpha: float) -> fl
 
 
 def minimum_detectable_difference(
-    n: float, discordance: float, alpha: float = 0.05, power: float = 0.8
+    n: float,
+    discordance: float | Callable[[float], float],
+    alpha: float = 0.05,
+    power: float = 0.8,
+    *,
+    upper: float | None = None,
 ) -> float:
     """The smallest |delta| (a share, not pp) that ``power_paired`` detects with ``power`` at
-    ``alpha``, for 0 < delta <= psi (|p10 - p01| cannot exceed p10 + p01); NaN where even
-    delta = psi is not detected (N too small). Solved by bisection: the power rises with delta."""
-    if not 0.0 < discordance <= 1.0 or n <= 0:
+    ``alpha``, searched over 0 < delta <= ``upper``; NaN where even the largest is not detected
+    (N too small). ``discordance`` is psi, fixed, or psi as a function of delta (two models whose
+    rates differ by delta); a fixed psi bounds delta by psi itself (|p10 - p01| <= p10 + p01).
+    Solved by bisection: the power rises with delta."""
+    psi = discordance if callable(discordance) else (lambda _delta: float(discordance))
+    high = upper if upper is not None else (None if callable(discordance) else discordance)
+    if high is None or not 0.0 < high <= 1.0 or n <= 0:
         return math.nan
-    if power_paired(discordance, discordance, n, alpha) < power:
+    if power_paired(high, psi(high), n, alpha) < power:
         return math.nan
-    low, high = 0.0, discordance
-    for _ in range(60):  # 2^-60 of psi: far below any rate's meaning
+    low = 0.0
+    for _ in range(60):  # 2^-60: far below any rate's meaning
         mid = (low + high) / 2.0
-        if power_paired(mid, discordance, n, alpha) >= power:
+        if power_paired(mid, psi(mid), n, alpha) >= power:
             high = mid
         else:
             low = mid
     return high
+
+
+def independent_discordance(rate: float) -> Callable[[float], float]:
+    """psi(delta) of a model at ``rate`` and one at ``rate + delta`` whose errors are independent
+    of each other: p10 + p01 = rate (1 - rate - delta) + (rate + delta) (1 - rate)."""
+    return lambda delta: rate * (1.0 - rate - delta) + (rate + delta) * (1.0 - rate)
 
 
 def icc_anova(values: FloatArray, clusters: Clusters) -> float:
@@ -96,7 +113,7 @@ def icc_anova(values: FloatArray, clusters: Clusters) -> float:
     denominator = msb + (m0 - 1.0) * msw
     if denominator <= 0.0:
         return 0.0
-    return min(1.0, max(0.0, (msb - msw) / denominator))
+    return float(min(1.0, max(0.0, (msb - msw) / denominator)))
 
 
 def design_effect(sizes: NDArray[np.integer[Any]], icc: float) -> float:
@@ -118,7 +135,7 @@ class Detectable:
     design_effect: float
     n_effective: float  # n / design effect
     rate: float  # the match rate assumed or observed
-    discordance: float  # psi assumed for the pair
+    discordance: float  # psi of the pair at the minimum detectable difference
     alpha: float  # the adjusted level
     models: int
     power: float
@@ -156,18 +173,23 @@ def detectable(
     source: str = "assumed",
 ) -> Detectable:
     """The minimum detectable difference for a benchmark whose clusters have ``sizes`` (all ones:
-    unclustered), a match rate near ``rate`` in both models and intra-cluster correlation ``icc``.
-    Without a ``discordance``, the two models' errors are taken as independent:
-    psi = 2 rate (1 - rate). Models that agree more (psi lower) can be told apart at smaller
-    differences, so this is the conservative assumption."""
+    unclustered) and intra-cluster correlation ``icc``: how much better than ``rate`` a second
+    model must match to be found. Without a ``discordance``, the two models' errors are taken as
+    independent (``independent_discordance``); models that agree more (psi lower) are told apart
+    at smaller differences, so this is the conservative assumption."""
     if not 0.0 <= rate <= 1.0 or not 0.0 <= icc <= 1.0:
         raise ValueError(f"rate and icc must be between 0 and 1, got {rate}, {icc}")
     sizes = np.asarray(sizes)
     n = int(sizes.sum())
-    psi = 2.0 * rate * (1.0 - rate) if discordance is None else discordance
     deff = design_effect(sizes, icc)
     level = adjusted_alpha(alpha, models)
-    delta = minimum_detectable_difference(n / deff, psi, level, power)
+    if discordance is None:
+        psi_of = independent_discordance(rate)
+        delta = minimum_detectable_difference(n / deff, psi_of, level, power, upper=1.0 - rate)
+        psi = psi_of(0.0 if math.isnan(delta) else delta)
+    else:
+        psi = discordance
+        delta = minimum_detectable_difference(n / deff, psi, level, power)
     return Detectable(
         delta_pp=100.0 * delta,
         n=n,

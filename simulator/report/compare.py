@@ -24,6 +24,7 @@ __all__ = [
     "ALPHA",
     "BAND_NOTE",
     "Table",
+    "band_reasons",
     "comparison_tables",
     "detectable_lines",
     "detectables",
@@ -81,6 +82,43 @@ def bands(reports: Sequence[RunReport], comparisons: Comparisons | None) -> dict
     if comparisons is None:
         return {r.run_id: 1 for r in reports if r.items is not None}
     return {r.run_id: comparisons.bands[_name(r, reports)] for r in reports if r.items is not None}
+
+
+def band_reasons(comparisons: Comparisons) -> list[str]:
+    """Why each run is in its band, in words: the head of each band against the runs below it."""
+    by_pair = {(p.a, p.b): p for p in comparisons.pairs}
+    order = sorted(comparisons.bands, key=lambda run: _rank(run, comparisons))
+    lines = []
+    heads: dict[int, str] = {}
+    for run in order:
+        band = comparisons.bands[run]
+        head = heads.setdefault(band, run)
+        if run == head:
+            previous = heads.get(band - 1)
+            if previous is None:
+                lines.append(f"band {band}: {run}, the best match rate")
+                continue
+            pair = by_pair[(previous, run)]
+            lines.append(f"band {band}: {run}, below {previous}: {_sentence(pair)} < alpha {ALPHA}")
+            continue
+        pair = by_pair[(head, run)]
+        separable = pair.adjusted["match"] <= ALPHA
+        why = "ranked above a run it cannot be told from" if separable else "not separable"
+        lines.append(f"band {band}: {run} with {head}, {why}: {_sentence(pair)}")
+    return lines
+
+
+def _rank(run: str, comparisons: Comparisons) -> int:
+    """Position of ``run`` in the pairs' order (every pair has the better-ranked run first)."""
+    return sum(1 for p in comparisons.pairs if p.b == run)
+
+
+def _sentence(pair: PairComparison) -> str:
+    d = pair.match.difference
+    return (
+        f"{pair.a} - {pair.b} = {d.estimate:+.1f} pp [{d.low:+.1f}, {d.high:+.1f}], "
+        f"p {_p(d.p_value)}, Holm {_p(pair.adjusted['match'])}"
+    )
 
 
 # ---------------------------------------------------------------- formatting

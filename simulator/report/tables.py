@@ -11,6 +11,7 @@ from duplexsim.core.textable import render_table
 from duplexsim.report.compare import (
     BAND_NOTE,
     Table,
+    band_reasons,
     comparison_tables,
     detectable_lines,
     trial_table,
@@ -269,7 +270,8 @@ def statistics_notes(group: Group) -> list[str]:
     """What a band means, and the smallest difference each run's benchmark can see."""
     if group.identity.name == NO_SCORER:
         return []
-    return [BAND_NOTE, *detectable_lines(group.reports)]
+    reasons = [] if group.comparisons is None else band_reasons(group.comparisons)
+    return [BAND_NOTE, *reasons, *detectable_lines(group.reports)]
 
 
 def _terminal_group(group: Group, number: int, total: int) -> list[str]:

@@ -173,3 +173,27 @@ def test_flipped_copy_has_the_known_difference() -> None:
     assert np.mean(a & ~b) == pytest.approx(0.35 * 0.2, abs=0.01)
     assert np.mean(~a & b) == pytest.approx(0.65 * 0.05, abs=0.01)
     assert NO_REPLY in tops  # non-replies are misses like any other
+
+
+def test_independent_models_at_the_detectable_difference(
+    record_property: pytest.RecordProperty,
+) -> None:
+    """What ``detectable`` promises from assumed rates: a second model matching delta more often
+    than the rate, its errors independent of the first's, is found about 80 % of the time."""
+    from duplexsim.scoring.paired import mcnemar_exact
+    from duplexsim.scoring.power import independent_discordance
+
+    n, rate = 1005, 0.3
+    found = detectable(np.ones(n, dtype=int), rate, 0.0)
+    delta = found.delta_pp / 100
+    assert found.discordance == pytest.approx(independent_discordance(rate)(delta))
+    rng = np.random.default_rng(23)
+    sims = 2000
+    better = rng.random((sims, n)) < rate + delta
+    base = rng.random((sims, n)) < rate
+    b = np.count_nonzero(better & ~base, axis=1)
+    c = np.count_nonzero(~better & base, axis=1)
+    rate_found = np.mean([mcnemar_exact(int(x), int(y)) <= 0.05 for x, y in zip(b, c, strict=True)])
+    record_property("power_independent_detection", rate_found)
+    print(f"independent errors: {found.delta_pp:.2f} pp over {rate:.0%}: detected {rate_found:.3f}")
+    assert 0.75 <= rate_found <= 0.85
