@@ -67,7 +67,7 @@ class Difference:
 @dataclass(frozen=True)
 class MatchComparison:
     """Match rate of A against B. ``b``: items A matched and B did not, ``c``: the reverse
-    (McNemar's discordant pairs; None when either run has several trials per item)."""
+    (McNemar's discordant pairs; None where an item's mean over its trials is neither 0 nor 1)."""
 
     n: int
     clusters: str
@@ -179,9 +179,10 @@ def compare_match(
 ) -> MatchComparison:
     """Match rate and lift of A against B on the same N items (``top_shares`` of each).
 
-    The p-value is McNemar's exact test where one trial per item and no clusters; otherwise the
-    sign-flip test on per-cluster sums of the per-item match difference (with one trial and no
-    clusters the two are the same test)."""
+    The p-value is McNemar's exact test where every item's match is 0 or 1 (one trial, or trials
+    that all agree) and there are no clusters; otherwise the sign-flip test on per-cluster sums
+    of the per-item match difference (on 0/1 matches without clusters the two are the same
+    test)."""
     n = refs.size
     if n == 0 or shares_a.shape != (n, N_EMOTIONS + 1) or shares_b.shape != shares_a.shape:
         raise ValueError(f"need (N, 13) top shares for N = {n} > 0 items in both runs")

@@ -175,8 +175,8 @@ def _clusters_note(reports: Sequence[RunReport], comparisons: Comparisons) -> st
     return (
         f"A minus B on the samples in N for both (with trials, each sample's mean over its "
         f"trials); {', '.join(kinds)}{unclustered}. Intervals: 95% cluster bootstrap. p: McNemar's "
-        "exact test where one trial per sample and no clusters, else the (cluster) sign-flip "
-        "permutation test; latency: the sign test. p (Holm): adjusted over the "
+        "exact test where each sample's match is 0 or 1 and there are no clusters, else the "
+        "(cluster) sign-flip permutation test; latency: the sign test. p (Holm): adjusted over the "
         f"{len(comparisons.pairs)} pair(s), per figure. docs/metrics.md, 'Comparing runs'."
     )
 
