@@ -16,7 +16,17 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from duplexsim.core.emotions import EMOTION_NAMES, suggest_emotion
+from duplexsim.core.emotions import EMOTION_NAMES
+from duplexsim.scoring.items import (
+    NO_REPLY,
+    ItemTable,
+    SampleScores,
+    cosines,
+    tabulate,
+    top_emotions,
+)
+from duplexsim.scoring.paired import top_shares
+from duplexsim.scoring.trials import item_means
 
 __all__ = [
     "CI_METRICS",
@@ -38,26 +48,9 @@ IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
 N_EMOTIONS = len(EMOTION_NAMES)
-NO_REPLY = N_EMOTIONS  # the "top" of a sample whose model never replied: equal to no reference
 CI_METRICS = ("match_rate", "lift_pp", "cosine", "target_score")
 CI_PERCENTILES = (2.5, 97.5)  # 95 % percentile-bootstrap interval
-_EMOTION_INDEX = {name: i for i, name in enumerate(EMOTION_NAMES)}
 K = TypeVar("K", str, tuple[str, str])  # a breakdown's key: a name, or (emotion, language)
-
-
-@dataclass(frozen=True, eq=False)  # eq=False: ndarray fields have no boolean equality
-class SampleScores:
-    """One sample of one run, as the metrics see it."""
-
-    sample_id: str
-    emotion: str  # reference emotion r_i, canonical name
-    language: str
-    reference: NDArray[np.floating[Any]] | None  # R_i; None: reference unscored -> excluded
-    reply: NDArray[np.floating[Any]] | None  # M_i; None: the model never replied
-    failed: bool = False  # infrastructure failure after retries -> excluded from N
-    # any other reason the sample is out of N (e.g. "timing invalid", "reply too short to
-    # score"): counted under it, never silently dropped
-    out_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +62,7 @@ class Interval:
 @dataclass(frozen=True)
 class GroupRate:
     n: int
-    matches: int
+    matches: float  # an int without trials; with trials, each sample's share of matching trials
     match_rate: float
 
 
@@ -91,15 +84,16 @@ class MirroringMetrics:
     per_emotion: dict[str, GroupRate]  # by reference emotion, EMOTIONS order, present only
     per_language: dict[str, GroupRate]  # sorted by language code
     per_emotion_language: dict[tuple[str, str], GroupRate]  # (emotion, language), present only
-    predicted_counts: dict[str, int]  # n_top(e) for all 12 emotions; non-replies not counted
+    predicted_counts: dict[str, float]  # n_top(e) for all 12 emotions; non-replies not counted
     ci: dict[str, Interval]  # keys CI_METRICS
     permutations: int
     bootstrap: int
     seed: int
     failed_ids: tuple[str, ...] = ()
     excluded_ids: tuple[str, ...] = ()
-    # every sample out of N, by reason ("failed", "unscored" and the callers' own), with its ids
+    # every session out of N, by reason ("failed", "unscored" and the callers' own), with its ids
     out_of_n: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    trials: int = 1  # the most trials in N of any sample (1: each sample run once)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain ints, floats, strings, lists and dicts. NaN (only when N = 0) becomes
@@ -129,6 +123,7 @@ class MirroringMetrics:
             "failed_ids": list(self.failed_ids),
             "excluded_ids": list(self.excluded_ids),
             "out_of_n": {k: list(v) for k, v in self.out_of_n.items()},
+            "trials": self.trials,
         }
 
 
@@ -148,103 +143,6 @@ def _nested(cells: Mapping[tuple[str, str], GroupRate]) -> dict[str, dict[str, A
     return out
 
 
-# ---------------------------------------------------------------- validation and tabulation
-
-
-@dataclass(frozen=True)
-class _Table:
-    """The N samples that count, sorted by sample id, as arrays."""
-
-    ids: tuple[str, ...]
-    refs: IntArray  # r_i as an index into EMOTIONS
-    languages: tuple[str, ...]
-    reference: FloatArray  # (N, 12)
-    reply: FloatArray  # (N, 12); zero rows where the model never replied
-    replied: BoolArray
-    failed_ids: tuple[str, ...]
-    excluded_ids: tuple[str, ...]
-    out_of_n: dict[str, tuple[str, ...]]
-
-
-def _check_sample(s: SampleScores) -> int:
-    """Validate the scalar fields and vector shapes of one sample; return r_i's index."""
-    if not isinstance(s.sample_id, str) or not s.sample_id:
-        raise ValueError(f"sample id must be a non-empty string, got {s.sample_id!r}")
-    index = _EMOTION_INDEX.get(s.emotion) if isinstance(s.emotion, str) else None
-    if index is None:
-        hint = suggest_emotion(s.emotion) if isinstance(s.emotion, str) else None
-        did_you_mean = f" (did you mean {hint!r}?)" if hint else ""
-        raise ValueError(
-            f"sample {s.sample_id!r}: emotion {s.emotion!r} is not one of the 12 canonical "
-            f"names{did_you_mean}"
-        )
-    if not isinstance(s.language, str) or not s.language:
-        raise ValueError(f"sample {s.sample_id!r}: language must be a non-empty string")
-    for label, vector in (("reference", s.reference), ("reply", s.reply)):
-        if vector is not None and np.shape(vector) != (N_EMOTIONS,):
-            raise ValueError(
-                f"sample {s.sample_id!r}: {label} vector must have shape ({N_EMOTIONS},), "
-                f"got {np.shape(vector)}"
-            )
-    return index
-
-
-def _stack(vectors: Sequence[NDArray[np.floating[Any]] | None], n: int) -> FloatArray:
-    out = np.zeros((n, N_EMOTIONS), dtype=np.float64)
-    for i, v in enumerate(vectors):
-        if v is not None:
-            out[i] = v
-    return out
-
-
-def _check_finite(ids: Sequence[str], label: str, matrix: FloatArray) -> None:
-    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
-    if bad.size:
-        raise ValueError(f"sample {ids[bad[0]]!r}: {label} vector has NaN or infinite values")
-
-
-def _tabulate(samples: Sequence[SampleScores]) -> _Table:
-    seen: set[str] = set()
-    kept: list[tuple[SampleScores, int]] = []
-    failed: list[str] = []
-    excluded: list[str] = []
-    out: dict[str, list[str]] = {}
-    for s in samples:
-        index = _check_sample(s)
-        if s.sample_id in seen:
-            raise ValueError(f"sample {s.sample_id!r} appears more than once")
-        seen.add(s.sample_id)
-        if s.failed:
-            failed.append(s.sample_id)
-        elif s.out_reason is not None:
-            out.setdefault(s.out_reason, []).append(s.sample_id)
-        elif s.reference is None:
-            excluded.append(s.sample_id)
-        else:
-            kept.append((s, index))
-    # Every sample's vectors are checked, even those that are excluded: a NaN is a bug anywhere.
-    all_ids = [s.sample_id for s in samples]
-    _check_finite(all_ids, "reference", _stack([s.reference for s in samples], len(samples)))
-    _check_finite(all_ids, "reply", _stack([s.reply for s in samples], len(samples)))
-    kept.sort(key=lambda pair: pair[0].sample_id)  # results never depend on input order
-    n = len(kept)
-    return _Table(
-        ids=tuple(s.sample_id for s, _ in kept),
-        refs=np.array([i for _, i in kept], dtype=np.intp),
-        languages=tuple(s.language for s, _ in kept),
-        reference=_stack([s.reference for s, _ in kept], n),
-        reply=_stack([s.reply for s, _ in kept], n),
-        replied=np.array([s.reply is not None for s, _ in kept], dtype=np.bool_),
-        failed_ids=tuple(sorted(failed)),
-        excluded_ids=tuple(sorted(excluded)),
-        out_of_n={
-            reason: tuple(sorted(ids))
-            for reason, ids in (("failed", failed), ("unscored", excluded), *out.items())
-            if ids
-        },
-    )
-
-
 def _check_args(permutations: int, bootstrap: int, seed: int) -> tuple[int, int, int]:
     """The three as plain ints (numpy integers accepted); ValueError for anything else."""
     out: list[int] = []
@@ -257,21 +155,6 @@ def _check_args(permutations: int, bootstrap: int, seed: int) -> tuple[int, int,
 
 
 # ---------------------------------------------------------------- per-sample quantities
-
-
-def top_emotions(reply: FloatArray, replied: BoolArray) -> IntArray:
-    """top_i = argmax M_i (ties: the first maximum in EMOTIONS order); NO_REPLY where silent."""
-    tops: IntArray = np.where(replied, np.argmax(reply, axis=1), NO_REPLY).astype(np.intp)
-    return tops
-
-
-def cosines(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Row-wise cosine similarity; 0 where either row has zero norm (so 0 for a non-reply)."""
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    dots = np.einsum("ij,ij->i", a, b)
-    safe = np.where(norms > 0, norms, 1.0)
-    out: FloatArray = np.clip(np.where(norms > 0, dots / safe, 0.0), -1.0, 1.0)
-    return out
 
 
 def expected_match_rate(top_counts: FloatArray, ref_counts: FloatArray, n: int) -> FloatArray:
@@ -329,6 +212,42 @@ def _bootstrap_stats(
     }
 
 
+def _shuffled_share_counts(
+    shares: FloatArray, refs: IntArray, permutations: int, rng: np.random.Generator
+) -> FloatArray:
+    """``shuffled_match_counts`` for samples with trials: each sample's share of trials per top
+    emotion re-paired as a whole (the same permutations the tops would get from this rng)."""
+    order = rng.permuted(np.tile(np.arange(refs.size, dtype=np.int64), (permutations, 1)), axis=1)
+    out: FloatArray = shares[order, refs].sum(axis=1)
+    return out
+
+
+def _bootstrap_shares(
+    cosine: FloatArray,
+    target: FloatArray,
+    shares: FloatArray,
+    refs: IntArray,
+    resamples: int,
+    rng: np.random.Generator,
+) -> dict[str, FloatArray]:
+    """``_bootstrap_stats`` for samples with trials: a resample's matches and n_top(e) sum the
+    drawn samples' shares of trials (the same draws the tops would get from this rng)."""
+    n = refs.size
+    draws = rng.integers(0, n, size=(resamples, n))
+    match_rate = shares[np.arange(n), refs][draws].sum(axis=1) / n
+    top_counts = np.stack([shares[:, e][draws].sum(axis=1) for e in range(N_EMOTIONS)], axis=1)
+    offsets = (np.arange(resamples) * N_EMOTIONS)[:, None]
+    codes = (refs[draws] + offsets).ravel()
+    ref_counts = np.bincount(codes, minlength=resamples * N_EMOTIONS).astype(np.float64)
+    ref_counts = ref_counts.reshape(resamples, N_EMOTIONS)
+    return {
+        "match_rate": match_rate,
+        "lift_pp": 100.0 * (match_rate - expected_match_rate(top_counts, ref_counts, n)),
+        "cosine": cosine[draws].sum(axis=1) / n,
+        "target_score": target[draws].sum(axis=1) / n,
+    }
+
+
 def _percentile_interval(values: FloatArray) -> Interval:
     low, high = np.percentile(values, CI_PERCENTILES)
     return Interval(float(low), float(high))
@@ -337,28 +256,36 @@ def _percentile_interval(values: FloatArray) -> Interval:
 # ---------------------------------------------------------------- breakdowns
 
 
-def _group_rates(codes: IntArray, labels: Sequence[K], match: BoolArray) -> dict[K, GroupRate]:
+def _group_rates(
+    codes: IntArray, labels: Sequence[K], match: FloatArray, whole: bool
+) -> dict[K, GroupRate]:
+    """``match``: each sample's share of matching trials (0 or 1 without trials, ``whole``)."""
     size = len(labels)
     totals = _counts(codes, size)
-    hits = _counts(codes[match], size)
+    hits = np.bincount(codes, weights=match, minlength=size)[:size]
     return {
-        labels[k]: GroupRate(int(totals[k]), int(hits[k]), float(hits[k] / totals[k]))
+        labels[k]: GroupRate(int(totals[k]), _count(hits[k], whole), float(hits[k] / totals[k]))
         for k in range(size)
         if totals[k] > 0
     }
 
 
+def _count(x: float, whole: bool) -> float:
+    """A count as an int where it is one (no trials), else the sum of shares."""
+    return round(x) if whole else float(x)
+
+
 def _breakdowns(
-    table: _Table, match: BoolArray
+    table: ItemTable, match: FloatArray, whole: bool
 ) -> tuple[dict[str, GroupRate], dict[str, GroupRate], dict[tuple[str, str], GroupRate]]:
     languages = sorted(set(table.languages))
     lang_index = {lang: k for k, lang in enumerate(languages)}
     lang_codes = np.array([lang_index[x] for x in table.languages], dtype=np.intp)
     cell_labels = [(e, lang) for e in EMOTION_NAMES for lang in languages]
     return (
-        _group_rates(table.refs, EMOTION_NAMES, match),
-        _group_rates(lang_codes, languages, match),
-        _group_rates(table.refs * len(languages) + lang_codes, cell_labels, match),
+        _group_rates(table.refs, EMOTION_NAMES, match, whole),
+        _group_rates(lang_codes, languages, match, whole),
+        _group_rates(table.refs * len(languages) + lang_codes, cell_labels, match, whole),
     )
 
 
@@ -372,7 +299,9 @@ def _rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     return np.random.default_rng(perm_seq), np.random.default_rng(boot_seq)
 
 
-def _empty_metrics(table: _Table, permutations: int, bootstrap: int, seed: int) -> MirroringMetrics:
+def _empty_metrics(
+    table: ItemTable, permutations: int, bootstrap: int, seed: int
+) -> MirroringMetrics:
     nan = math.nan
     return MirroringMetrics(
         n=0,
@@ -410,49 +339,59 @@ def compute_metrics(
     seed: int = 0,
 ) -> MirroringMetrics:
     """The MIRRORING metrics of one run. Raises ValueError, naming the sample, for a non-canonical
-    emotion, a vector that is not 12 finite numbers, or a repeated sample id."""
+    emotion, a vector that is not 12 finite numbers, or a repeated sample id or trial. With trials
+    (several ``SampleScores`` of one ``item``), every figure is over samples, each sample's value
+    the mean over its trials in N (docs/metrics.md, "Repeated trials")."""
     permutations, bootstrap, seed = _check_args(permutations, bootstrap, seed)
-    table = _tabulate(samples)
+    table = tabulate(samples)
     n = len(table.ids)
     if n == 0:
         return _empty_metrics(table, permutations, bootstrap, seed)
 
-    tops = top_emotions(table.reply, table.replied)
-    match = tops == table.refs
-    matches = int(np.count_nonzero(match))
+    tops = table.tops()
+    whole = table.trials == 1  # one trial per sample: counts are whole numbers
+    shares = top_shares(tops)  # (N, 13): each sample's share of trials per top (12: no reply)
     rows = np.arange(n)
-    cosine = cosines(table.reply, table.reference)
-    target = table.reply[rows, table.refs]  # 0 for a non-reply (zero row)
-    top_counts = _counts(tops, N_EMOTIONS)  # real tops only: NO_REPLY is dropped
-    ref_counts = _counts(table.refs, N_EMOTIONS)
+    match = shares[rows, table.refs]
+    matches = float(match.sum())
+    cosine = item_means(table.cosine())  # 0 for a non-reply
+    target = item_means(table.target())
+    top_counts = shares[:, :N_EMOTIONS].sum(axis=0)  # real tops only: no reply is dropped
+    ref_counts = _counts(table.refs, N_EMOTIONS).astype(np.float64)
 
     perm_rng, boot_rng = _rngs(seed)
-    perm_counts = shuffled_match_counts(tops, table.refs, permutations, perm_rng)
+    if whole:  # integer counts: the table of (top, reference) codes
+        perm = shuffled_match_counts(tops[:, 0], table.refs, permutations, perm_rng)
+        p_value = float(np.count_nonzero(perm >= round(matches))) / permutations
+        baseline = float(perm.mean()) / n
+        boot = _bootstrap_stats(cosine, target, tops[:, 0], table.refs, bootstrap, boot_rng)
+    else:
+        perm_shares = _shuffled_share_counts(shares, table.refs, permutations, perm_rng)
+        p_value = float(np.count_nonzero(perm_shares >= matches - 1e-9)) / permutations
+        baseline = float(perm_shares.mean()) / n
+        boot = _bootstrap_shares(cosine, target, shares, table.refs, bootstrap, boot_rng)
     match_rate = matches / n
-    baseline = float(perm_counts.mean()) / n
-    boot = _bootstrap_stats(cosine, target, tops, table.refs, bootstrap, boot_rng)
-    per_emotion, per_language, per_cell = _breakdowns(table, match)
-    n_replied = int(np.count_nonzero(table.replied))
+    per_emotion, per_language, per_cell = _breakdowns(table, match, whole)
     return MirroringMetrics(
         n=n,
-        n_replied=n_replied,
-        reply_rate=n_replied / n,
+        n_replied=int(np.count_nonzero(shares[:, NO_REPLY] < 1.0)),
+        reply_rate=float(np.mean(1.0 - shares[:, NO_REPLY])),
         n_failed=len(table.failed_ids),
         n_excluded=len(table.excluded_ids),
         match_rate=match_rate,
         shuffled_baseline=baseline,
-        shuffled_expected=float(
-            expected_match_rate(top_counts.astype(np.float64), ref_counts.astype(np.float64), n)
-        ),
+        shuffled_expected=float(expected_match_rate(top_counts, ref_counts, n)),
         lift_pp=100.0 * (match_rate - baseline),
-        p_value=float(np.count_nonzero(perm_counts >= matches)) / permutations,
+        p_value=p_value,
         cosine=float(cosine.mean()),
         target_score=float(target.mean()),
         ref_score=float(table.reference[rows, table.refs].mean()),
         per_emotion=per_emotion,
         per_language=per_language,
         per_emotion_language=per_cell,
-        predicted_counts={e: int(c) for e, c in zip(EMOTION_NAMES, top_counts, strict=True)},
+        predicted_counts={
+            e: _count(c, whole) for e, c in zip(EMOTION_NAMES, top_counts, strict=True)
+        },
         ci={k: _percentile_interval(boot[k]) for k in CI_METRICS},
         permutations=permutations,
         bootstrap=bootstrap,
@@ -460,6 +399,7 @@ def compute_metrics(
         failed_ids=table.failed_ids,
         excluded_ids=table.excluded_ids,
         out_of_n=table.out_of_n,
+        trials=table.trials,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from duplexsim import __version__
 from duplexsim.cli import (
     benchmark_cmd,
+    compare_cmd,
     demo_cmd,
     export_cmd,
     models_cmd,
@@ -34,6 +35,7 @@ _COMMANDS = (
     demo_cmd,
     run_cmd,
     score_cmd,
+    compare_cmd,
     export_cmd,
     replay_cmd,
     view_cmd,

@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="read audio headers only instead of decoding every file",
     )
     add_outside_paths_argument(check)
+    _add_power_arguments(check)
     check.set_defaults(func=_check)
     _register_build(bench_sub)
     _register_validate(bench_sub)
@@ -68,8 +69,73 @@ def _check(args: argparse.Namespace) -> int:
         audio_check="header" if args.quick else "full",
         allow_outside=args.allow_outside_paths,
     )
+    line = detectable_line(bench, args)  # a bad flag fails before anything is printed
     print(summarise(bench))
+    if line:
+        print(f"\n{line}")
     return 0
+
+
+def _add_power_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "minimum detectable difference (how big a difference in match rate N can see)"
+    )
+    g.add_argument(
+        "--assume-rate",
+        type=float,
+        default=0.25,
+        metavar="RATE",
+        help="match rate assumed for the models compared, 0..1 (default 0.25)",
+    )
+    g.add_argument(
+        "--assume-icc",
+        type=float,
+        default=0.05,
+        metavar="ICC",
+        help="intra-cluster correlation of matches among samples of one source_id, 0..1 "
+        "(default 0.05; no effect without source_id)",
+    )
+    g.add_argument(
+        "--models",
+        type=int,
+        default=2,
+        help="how many models will be compared: alpha is Holm's first step over their pairs "
+        "(default 2)",
+    )
+    g.add_argument("--alpha", type=float, default=0.05, help="family level (default 0.05)")
+    g.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
+
+
+def detectable_line(bench: Benchmark, args: argparse.Namespace) -> str | None:
+    """The benchmark's minimum detectable difference from assumed rates (None: nothing scored)."""
+    from duplexsim.scoring.power import detectable
+    from duplexsim.scoring.resample import Clusters
+
+    scored = [s for s in bench if s.emotion is not None]
+    if not scored:
+        return None
+    checks = (
+        ("--assume-rate", args.assume_rate, 0.0, 1.0),
+        ("--assume-icc", args.assume_icc, 0.0, 1.0),
+        ("--alpha", args.alpha, 1e-9, 1.0 - 1e-9),
+        ("--power", args.power, 0.01, 0.999),
+    )
+    for flag, value, low, high in checks:
+        if not low <= value <= high:
+            raise ConfigError(f"{flag} must be between {low:g} and {high:g}, got {value:g}")
+    if args.models < 2:
+        raise ConfigError(f"--models must be at least 2, got {args.models}")
+    clusters = Clusters.of([s.source_id for s in scored], len(scored))
+    icc = args.assume_icc if clusters.clustered else 0.0
+    found = detectable(
+        clusters.sizes(),
+        args.assume_rate,
+        icc,
+        models=args.models,
+        alpha=args.alpha,
+        power=args.power,
+    )
+    return f"{found.describe()}; {clusters.describe()}"
 
 
 def _import_fdb(args: argparse.Namespace) -> int:

@@ -95,6 +95,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--run-id", help="name of the run (rerun the same id to resume)")
     p.add_argument("--shard", help="i/n: run only shard i of n (results merge by run id)")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run each sample K times, each trial its own session (resumable; rerun with a "
+        "larger K to add trials); the report averages each sample's trials and shows how "
+        "much they agree (default 1)",
+    )
     add_selection_arguments(p)
     add_model_option_argument(p)
     p.add_argument(
@@ -163,6 +172,7 @@ def run_options(
         retry=RetryPolicy(max_attempts=args.retries + 1),
         sample_ids=sample_ids,
         quiet=args.quiet,
+        trials=getattr(args, "trials", 1),
     )
 
 

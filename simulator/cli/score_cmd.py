@@ -22,7 +22,7 @@ from duplexsim.runscores.score import score_run
 from duplexsim.scoring.models.precision import PRECISIONS
 from duplexsim.scoring.models.weights import DOWNLOADABLE
 
-__all__ = ["register", "report_runs", "score_runs"]
+__all__ = ["check_runs", "register", "report_runs", "score_runs"]
 
 AUTO = "auto"
 SCORE_DEADLINE_S = 600.0  # per batch of clips; a CPU scorer may take a while
@@ -185,7 +185,7 @@ def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    _check_runs(args.run_dirs)
+    check_runs(args.run_dirs)
     text, unscored = asyncio.run(score_runs(args, args.run_dirs))
     print(terminal_lines(text))  # run folders' text, shown as it is
     if unscored:
@@ -194,7 +194,7 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_runs(run_dirs: Sequence[Path]) -> None:
+def check_runs(run_dirs: Sequence[Path]) -> None:
     for run_dir in run_dirs:
         if not run_dir.is_dir() or not any(run_dir.glob("results*.sqlite")):
             raise ConfigError(f"{run_dir}: not a run directory (no results*.sqlite)")
@@ -212,7 +212,7 @@ def report_runs(
 
 
 def _report(args: argparse.Namespace) -> int:
-    _check_runs(args.run_dirs)
+    check_runs(args.run_dirs)
     out = args.out or args.run_dirs[0].parent / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
     text, paths = report_runs(args.run_dirs, args.scorer, out, args.seed)
     print(terminal_lines(text))  # run folders' text, shown as it is

@@ -154,7 +154,7 @@ def window_send_s(
     end = onset if timing.speech_end_s is None else timing.speech_end_s
     lo = min(end, onset) - frame_s
     late = (t - due for t, due in zip(send_t_s, send_due_s, strict=True) if lo <= due <= onset)
-    return max(0.0, *late)
+    return max(0.0, max(late, default=0.0))  # no send in the window (sending had stopped): 0
 
 
 def latency_window(

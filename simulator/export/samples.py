@@ -76,7 +76,7 @@ def _scores(cache: ScoreCache, row: ResultRow, judged: SampleScores | None) -> d
     where there is no reply score, or the sample is out of N: ``out_of_n`` says why)."""
     out: dict[str, Any] = {}
     for part in ("reply", "reference"):
-        key = f"{part}/{row.sample_id}"
+        key = f"{part}/{row.sample_id if part == 'reply' else row.sample}"  # trials share one
         values = cache.vector(key)
         dims = cache.dimensions_of(key)
         out[part] = None if values is None else dict(zip(dims, values, strict=True))

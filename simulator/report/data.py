@@ -13,11 +13,14 @@ from duplexsim.core.errors import ConfigError
 from duplexsim.core.partnermetrics import PartnerRecord, PartnerSummary, StepResult, summarise_steps
 from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
-from duplexsim.run.store import ResultRow, read_results
+from duplexsim.report.items import Sources, benchmark_sources, run_agreement, run_items
+from duplexsim.run.store import ResultRow, read_results, session_key
 from duplexsim.run.summary import RunSummary, summarise_rows
 from duplexsim.runscores.cache import ScoreCache, cache_path
+from duplexsim.scoring.compare import RunItems
 from duplexsim.scoring.metrics import MirroringMetrics, SampleScores, compute_metrics
 from duplexsim.scoring.models.base import MIN_CLIP_S
+from duplexsim.scoring.trials import TrialAgreement
 
 __all__ = ["NO_SCORER", "RunReport", "available_scorers", "build_report", "sample_scores"]
 
@@ -40,6 +43,9 @@ class RunReport:
     provenance: dict[str, Any]  # the run's identity as recorded (model, settings, packages ...)
     tasks: tuple[TaskTiming, ...] = ()  # Full-Duplex-Bench's take-over rate and latency by task
     partner: tuple[PartnerSummary, ...] = ()  # what the model did at a partner's steps, by task
+    items: RunItems | None = None  # per-sample figures for paired comparisons (None: none in N)
+    agreement: TrialAgreement | None = None  # test-retest figures of a run with trials
+    clusters_note: str | None = None  # why samples are not clustered by source_id (None: they are)
 
     @property
     def group(self) -> tuple[str, ScorerIdentity]:
@@ -76,6 +82,8 @@ class RunReport:
             },
             "timing_by_task": [t.to_dict() for t in self.tasks],
             "partner_by_task": [p.to_dict() for p in self.partner],
+            "trials": None if self.agreement is None else self.agreement.to_dict(),
+            "clusters": self.clusters_note or "by source_id",
             "unscored": self.unscored,
             "provenance": self.provenance,
         }
@@ -118,18 +126,18 @@ def sample_scores(
     replies = cache.speaker_emotions(
         [f"reply/{r.sample_id}" for r in scored if r.status == "ok"], normalise
     )
-    references = cache.speaker_emotions(
-        [f"reference/{r.sample_id}" for r in scored if r.status != "failed"], normalise
+    references = cache.speaker_emotions(  # one per sample: its trials share it
+        sorted({f"reference/{r.sample}" for r in scored if r.status != "failed"}), normalise
     )
     samples: list[SampleScores] = []
     unscored: dict[str, str] = {}
     for row in scored:
         failed = row.status == "failed"
-        reference = None if failed else references.get(f"reference/{row.sample_id}")
+        reference = None if failed else references.get(f"reference/{row.sample}")
         reply = replies.get(f"reply/{row.sample_id}") if row.status == "ok" else None
         out = out_of_n_reason(row)
         if not failed and out is None and reference is None:
-            unscored[f"reference/{row.sample_id}"] = "no cached score"
+            unscored[f"reference/{row.sample}"] = "no cached score"
         if row.status == "ok" and out is None and reply is None:
             # a reply that exists but has no score is not silence: leave the sample out
             unscored[f"reply/{row.sample_id}"] = "no cached score"
@@ -143,6 +151,8 @@ def sample_scores(
                 reply=reply,
                 failed=failed,
                 out_reason=out,
+                item=None if row.sample == row.sample_id else row.sample,
+                trial=row.trial or 1,
             )
         )
     return samples, unscored
@@ -160,7 +170,7 @@ def turn_rows(rows: list[ResultRow]) -> list[ResultRow]:
                 out.append(
                     replace(
                         row,
-                        sample_id=t.key(row.sample_id),
+                        sample_id=session_key(t.key(row.sample), row.trial or 1),
                         emotion=t.emotion,
                         status="ok" if t.onset_s is not None else "no-reply",
                         onset_s=t.onset_s,
@@ -209,11 +219,18 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
     cache = ScoreCache(cache_path(run_dir, scorer), scorer)
     samples, unscored = sample_scores(rows, cache)
     metrics = compute_metrics(samples, seed=seed)
+    sources = (
+        Sources({}, "not scored")
+        if scorer == NO_SCORER
+        else benchmark_sources(BenchmarkId.from_meta(meta.get("benchmark")))
+    )
+    run_id = str(meta.get("run_id", run_dir.name))
+    items = run_items(run_id, samples, rows, sources)
     raw_model = meta.get("model")
     model_info: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
     model = model_label(model_info) if model_info.get("name") else str(meta.get("run_id", ""))
     return RunReport(
-        run_id=str(meta.get("run_id", run_dir.name)),
+        run_id=run_id,
         run_dir=run_dir,
         model=model,
         scorer=scorer,
@@ -226,6 +243,9 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         provenance={k: v for k, v in meta.items() if k != "run_id"},
         tasks=tuple(task_timings(_timed(r) for r in rows)),
         partner=tuple(partner_by_task(rows)),
+        items=items,
+        agreement=run_agreement(items),
+        clusters_note=sources.note,
     )
 
 

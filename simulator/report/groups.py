@@ -6,12 +6,15 @@ scorer (weights, precision and code); runs from different groups are never ranke
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from duplexsim.core.provenance import BenchmarkId, ScorerIdentity
+from duplexsim.report.compare import bands, group_comparisons
 from duplexsim.report.data import NO_SCORER, RunReport
+from duplexsim.scoring.compare import Comparisons
 
 __all__ = ["LEGEND", "Group", "group_reports", "ranked", "separate_note"]
 
@@ -33,6 +36,18 @@ class Group:
     def comparable(self) -> bool:
         return all(r.comparable for r in self.reports)
 
+    @functools.cached_property
+    def comparisons(self) -> Comparisons | None:
+        """Every pair of its runs compared (None: timing only, or fewer than two scored)."""
+        if self.identity.name == NO_SCORER:
+            return None
+        return group_comparisons(self.reports)
+
+    @functools.cached_property
+    def bands(self) -> dict[str, int]:
+        """Rank band by run id (runs with nothing in N have none)."""
+        return {} if self.identity.name == NO_SCORER else bands(self.reports, self.comparisons)
+
     @property
     def title(self) -> str:
         if self.identity.name == NO_SCORER:
@@ -48,8 +63,23 @@ def ranked(reports: Sequence[RunReport]) -> list[RunReport]:
     return sorted(reports, key=key, reverse=True)
 
 
+_last: tuple[tuple[RunReport, ...], list[Group]] | None = None
+
+
 def group_reports(reports: Sequence[RunReport]) -> list[Group]:
-    """Groups in the order their first run was given; runs ranked within each."""
+    """Groups in the order their first run was given; runs ranked within each. The same reports
+    give the same groups (the terminal and every file of one report share their comparisons,
+    computed once)."""
+    global _last
+    same = _last is not None and len(_last[0]) == len(reports)
+    if _last is not None and same and all(a is b for a, b in zip(_last[0], reports, strict=True)):
+        return _last[1]
+    groups = _group(reports)
+    _last = (tuple(reports), groups)
+    return groups
+
+
+def _group(reports: Sequence[RunReport]) -> list[Group]:
     found: dict[tuple[str, ScorerIdentity], list[RunReport]] = {}
     for r in reports:
         found.setdefault(r.group, []).append(r)

@@ -24,6 +24,8 @@ from duplexsim.report.tables import (
     method_line,
     out_of_n_notes,
     partner_rows,
+    statistics_notes,
+    statistics_tables,
     task_rows,
 )
 
@@ -75,13 +77,27 @@ def _image(path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
+def _statistics_html(group: Group, number: int) -> list[str]:
+    """The paired comparisons and trials' tables, what a band means, the detectable difference."""
+    parts = []
+    for k, table in enumerate(statistics_tables(group)):
+        parts += [
+            f"<h3>{html.escape(table.title[0].upper() + table.title[1:])}</h3>",
+            _table(table.headers, table.rows, f"statistics-{number}-{k}"),
+            f"<p class='note'>{html.escape(table.note)}</p>" if table.note else "",
+        ]
+    notes = statistics_notes(group)
+    return parts + [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
+
+
 def _group_html(group: Group, number: int, plots: Sequence[Path]) -> list[str]:
     runs = [r.run_id for r in group.reports]
     return [
         f"<h2>{html.escape(group.title)}</h2>",
         "".join(f'<p class="warn">{html.escape(n)}</p>' for n in group_notes(group)),
-        _table(HEADERS, leaderboard_rows(group.reports), f"leaderboard-{number}"),
+        _table(HEADERS, leaderboard_rows(group.reports, group.bands), f"leaderboard-{number}"),
         "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(group.reports)),
+        *_statistics_html(group, number),
         "<h3>Match rate by emotion</h3>",
         _table(["emotion", *runs], _per_emotion_rows(group.reports), f"by-emotion-{number}"),
         "<h3>Match rate by language</h3>",

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from duplexsim.core.emotions import EMOTIONS
 from duplexsim.core.partnermetrics import PartnerSummary
 from duplexsim.core.textable import render_table
+from duplexsim.report.compare import (
+    BAND_NOTE,
+    Table,
+    band_reasons,
+    comparison_tables,
+    detectable_lines,
+    trial_table,
+)
 from duplexsim.report.data import NO_SCORER, RunReport
 from duplexsim.report.groups import LEGEND, Group, group_reports, ranked, separate_note
 
@@ -37,6 +45,7 @@ FLAGGED = (
 )
 HEADERS = [
     "#",
+    "band",
     "model",
     "run",
     "match rate",
@@ -62,7 +71,10 @@ def _num(x: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if x is None or math.isnan(x) else fmt.format(x)
 
 
-def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
+def leaderboard_rows(
+    reports: Sequence[RunReport], bands: Mapping[str, int] | None = None
+) -> list[list[str]]:
+    """One row per run, ranked; ``bands``: each run's rank band by run id (none: "-")."""
     rows = []
     for rank, r in enumerate(ranked(reports), start=1):
         m = r.metrics
@@ -73,6 +85,7 @@ def leaderboard_rows(reports: Sequence[RunReport]) -> list[list[str]]:
         rows.append(
             [
                 str(rank),
+                str((bands or {}).get(r.run_id, "-")),
                 r.model,
                 r.run_id,
                 _pct(m.match_rate),
@@ -244,6 +257,23 @@ def _per_language_rows(reports: Sequence[RunReport]) -> list[list[str]]:
     return rows
 
 
+def statistics_tables(group: Group) -> list[Table]:
+    """The group's paired comparisons (two or more scored runs) and repeated trials' tables."""
+    if group.identity.name == NO_SCORER:
+        return []
+    found = [] if group.comparisons is None else comparison_tables(group.reports, group.comparisons)
+    trials = trial_table(group.reports)
+    return found + ([trials] if trials is not None else [])
+
+
+def statistics_notes(group: Group) -> list[str]:
+    """What a band means, and the smallest difference each run's benchmark can see."""
+    if group.identity.name == NO_SCORER:
+        return []
+    reasons = [] if group.comparisons is None else band_reasons(group.comparisons)
+    return [BAND_NOTE, *reasons, *detectable_lines(group.reports)]
+
+
 def _terminal_group(group: Group, number: int, total: int) -> list[str]:
     runs = [r.run_id for r in group.reports]
     head = f"[{number}/{total}] " if total > 1 else ""
@@ -251,14 +281,19 @@ def _terminal_group(group: Group, number: int, total: int) -> list[str]:
         f"{head}{group.title}",
         *group_notes(group),
         "",
-        render_table(HEADERS, leaderboard_rows(group.reports)),
+        render_table(HEADERS, leaderboard_rows(group.reports, group.bands)),
         "",
         *out_of_n_notes(group.reports),
     ]
     if group.identity.name == NO_SCORER:  # timing only: the tables would be empty
         return parts
+    for table in statistics_tables(group):
+        parts += ["", f"{table.title}:", render_table(table.headers, table.rows)]
+        parts += [table.note] if table.note else []
     return [
         *parts,
+        "",
+        *statistics_notes(group),
         "",
         "match rate by emotion (N):",
         render_table(["emotion", *runs], _per_emotion_rows(group.reports)),
@@ -309,9 +344,14 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[st
         runs = [r.run_id for r in group.reports]
         parts += [f"## {group.title}", ""]
         parts += [f"> **{n}**" for n in group_notes(group)] + [""]
-        parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports)), ""]
+        parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports, group.bands)), ""]
         parts += [*(f"- {n}" for n in out_of_n_notes(group.reports)), ""]
         if group.identity.name != NO_SCORER:  # else timing only: the tables would be empty
+            for table in statistics_tables(group):
+                parts += [f"### {table.title[0].upper()}{table.title[1:]}", ""]
+                parts += [_markdown_table(table.headers, table.rows), ""]
+                parts += [table.note, ""] if table.note else []
+            parts += [*(f"- {n}" for n in statistics_notes(group)), ""]
             parts += ["### Match rate by emotion", ""]
             parts += [_markdown_table(["emotion", *runs], _per_emotion_rows(group.reports)), ""]
             parts += ["### Match rate by language", ""]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from duplexsim.core.extras import MissingExtra
 from duplexsim.core.files import write_text_atomic
+from duplexsim.report.compare import BAND_NOTE, detectables
 from duplexsim.report.data import RunReport
 from duplexsim.report.groups import LEGEND, Group, group_reports, separate_note
 from duplexsim.report.html import html_report
@@ -47,6 +48,10 @@ def write_report(reports: Sequence[RunReport], out_dir: Path) -> dict[str, Path]
                 "comparable_with_mirroring": g.comparable,
                 "notes": group_notes(g),
                 "runs": [r.run_id for r in g.reports],  # ranked
+                "bands": g.bands,
+                "band_note": BAND_NOTE,
+                "comparisons": None if g.comparisons is None else g.comparisons.to_dict(),
+                "detectable": {run: d.to_dict() for run, d in detectables(g.reports).items()},
             }
             for g in groups
         ],

@@ -48,7 +48,7 @@ from duplexsim.run.lifeline import watch_owner
 from duplexsim.run.progress import Progress
 from duplexsim.run.recording import package_versions, record_session, remove_unfinished
 from duplexsim.run.runlock import run_lock
-from duplexsim.run.store import ResultRow, RunStore, store_filename
+from duplexsim.run.store import ResultRow, RunStore, session_key, store_filename
 from duplexsim.session.engine import (
     CONTEXT_RATE,
     SessionOutcome,
@@ -84,9 +84,12 @@ class RunOptions:
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
+    trials: int = 1  # ``run --trials K``: each sample run K times, each trial its own session
 
     def __post_init__(self) -> None:
         check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
+            raise ConfigError(f"--trials must be an integer >= 1, got {self.trials!r}")
 
     @property
     def run_dir(self) -> Path:
@@ -209,6 +212,7 @@ def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> d
             "concurrency": opts.concurrency,
             "max_attempts": opts.retry.max_attempts,
             "shard": list(opts.shard) if opts.shard else None,
+            "trials": opts.trials,
         },
         "duplexsim": __version__,
         "packages": package_versions(),
@@ -244,17 +248,36 @@ def _resume_problem(existing: dict[str, Any], identity: dict[str, Any]) -> str |
     return None
 
 
-def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Sample]:
+@dataclass(frozen=True)
+class Job:
+    """One session to run: a sample's trial (1 without ``--trials``)."""
+
+    sample: Sample
+    trial: int
+
+    @property
+    def key(self) -> str:
+        """Its row's key and its bundle's folder name."""
+        return session_key(self.sample.id, self.trial)
+
+
+def _todo(bench: Benchmark, opts: RunOptions, store: RunStore) -> list[Job]:
+    """The sessions still to run, trial by trial: an interrupted run holds whole rounds first."""
     done = {r.sample_id for r in store.rows() if r.status in DONE_STATUSES}
     wanted = set(opts.sample_ids)
-    unknown = wanted - {s.id for s in bench}
+    ids = {s.id for s in bench}
+    unknown = wanted - ids
     if unknown:
         raise ConfigError(f"unknown sample id(s): {', '.join(sorted(unknown))}")
-    return [
-        s
-        for s in bench
-        if in_shard(s.id, opts.shard) and s.id not in done and (not wanted or s.id in wanted)
-    ]
+    chosen = [s for s in bench if in_shard(s.id, opts.shard) and (not wanted or s.id in wanted)]
+    jobs = [Job(s, t) for t in range(1, opts.trials + 1) for s in chosen]
+    clash = next((j.key for j in jobs if j.trial > 1 and j.key in ids), None)
+    if clash is not None:
+        raise ConfigError(
+            f"trial key '{clash}' is also a sample id of this benchmark: it cannot be run "
+            "with --trials"
+        )
+    return [j for j in jobs if j.key not in done]
 
 
 @dataclass(frozen=True)
@@ -313,7 +336,7 @@ async def _execute_locked(
     store = _open_store(opts, profile, bench)
     try:
         todo = _todo(bench, opts, store)
-        remove_unfinished(opts.run_dir / "sessions", (s.id for s in todo))
+        remove_unfinished(opts.run_dir / "sessions", (j.key for j in todo))
         own_progress = progress is None
         if progress is None:
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)
@@ -330,7 +353,7 @@ async def _execute_locked(
 
 
 async def _run_all(
-    todo: list[Sample],
+    todo: list[Job],
     profile: ModelProfile,
     endpoint: Endpoint,
     opts: RunOptions,
@@ -344,11 +367,11 @@ async def _run_all(
     headroom = Headroom.for_loop()
     headroom.start()
 
-    async def one(sample: Sample) -> None:
+    async def one(job: Job) -> None:
         async with gate, headroom.slot(opts.concurrency, check=opts.admission) as slot:
             progress.in_flight += 1
             try:
-                await _run_sample(sample, profile, endpoint, opts, writer, progress, slot)
+                await _run_sample(job, profile, endpoint, opts, writer, progress, slot)
             finally:
                 progress.in_flight -= 1
                 progress.update()
@@ -356,7 +379,7 @@ async def _run_all(
     ticker = asyncio.create_task(_tick(progress))
     with realtime_tuning():
         try:
-            await asyncio.gather(*(one(s) for s in todo))
+            await asyncio.gather(*(one(j) for j in todo))
         finally:
             ticker.cancel()
             await headroom.stop()
@@ -369,7 +392,7 @@ async def _tick(progress: Progress) -> None:
 
 
 async def _run_sample(
-    sample: Sample,
+    job: Job,
     profile: ModelProfile,
     endpoint: Endpoint,
     opts: RunOptions,
@@ -377,6 +400,7 @@ async def _run_sample(
     progress: Progress,
     slot: Slot,
 ) -> None:
+    sample = job.sample
     loop = asyncio.get_running_loop()
     context, end_s = await loop.run_in_executor(
         writer.pool, _prepare_context, sample.context, opts.settings.vad
@@ -422,7 +446,8 @@ async def _run_sample(
             break
         progress.retries += 1
         await slot.retake(wait)
-    folder = opts.run_dir / "sessions" / sample.id
+    folder = opts.run_dir / "sessions" / job.key
+    trial = job.trial if opts.trials > 1 or job.trial > 1 else None
     meta = BundleMeta(
         sample=SampleRef(
             id=sample.id,
@@ -440,9 +465,10 @@ async def _run_sample(
         settings=opts.settings.describe(),
         outcome={},  # filled in by record_session
         attempts=attempt,
-        extra={"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {},
+        extra=({"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {})
+        | ({} if trial is None else {"trial": trial}),
     )
-    row = _row(sample, outcome, attempt, folder, opts.run_dir)
+    row = _row(job, outcome, attempt, folder, opts.run_dir, trial)
     await writer.save(folder, outcome, meta, row)
     if outcome.status == "failed":
         progress.failed += 1
@@ -451,18 +477,24 @@ async def _run_sample(
 
 
 def _row(
-    sample: Sample, outcome: SessionOutcome, attempts: int, folder: Path, run_dir: Path
+    job: Job,
+    outcome: SessionOutcome,
+    attempts: int,
+    folder: Path,
+    run_dir: Path,
+    trial: int | None,
 ) -> ResultRow:
     return outcome_row(
-        sample.id,
-        sample.language,
-        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        job.key,
+        job.sample.language,
+        job.sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
         outcome,
         attempts,
         folder,
         run_dir,
-        task=sample.task,
-        emotions=[e.emotion for e in sample.partner] if sample.partner else None,
+        task=job.sample.task,
+        emotions=[e.emotion for e in job.sample.partner] if job.sample.partner else None,
+        trial=trial,
     )
 
 
@@ -477,9 +509,11 @@ def outcome_row(
     *,
     task: str | None = None,
     emotions: Sequence[str | None] | None = None,
+    trial: int | None = None,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference);
-    ``emotions``: a partner script's, by step (None: no partner)."""
+    ``emotions``: a partner script's, by step (None: no partner); ``sample_id`` is the
+    session's key (``session_key``) where it is one trial of several."""
     t = outcome.timing
     partner = None
     if emotions is not None and outcome.status != "failed":
@@ -514,6 +548,7 @@ def outcome_row(
         task=task,
         latency_bound_ms=outcome.check.latency_bound_ms,
         partner=partner,
+        trial=trial,
     )
 
 

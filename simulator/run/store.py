@@ -16,7 +16,14 @@ from typing import Any
 
 from duplexsim.core.errors import ConfigError
 
-__all__ = ["ResultRow", "RunStore", "read_results", "store_filename"]
+__all__ = [
+    "ResultRow",
+    "RunStore",
+    "read_results",
+    "sample_of",
+    "session_key",
+    "store_filename",
+]
 
 
 @dataclass(frozen=True)
@@ -58,8 +65,30 @@ class ResultRow:
     # a partner's session: what the model did at each step, and its next turns (JSON,
     # ``core.partnermetrics.PartnerRecord``)
     partner: str | None = None
+    # which run of the sample this row is (``run --trials K``): None for a sample run once;
+    # trial t > 1 is keyed ``<sample id>.trial<t>`` (``session_key``)
+    trial: int | None = None
+
+    @property
+    def sample(self) -> str:
+        """The benchmark sample this row ran (its key without a trial's suffix)."""
+        return sample_of(self.sample_id, self.trial)
 
 
+def session_key(sample_id: str, trial: int) -> str:
+    """The row's key and the session's folder name of one trial of a sample: the sample id for
+    trial 1 (so a run extended with more trials keeps its first), ``<id>.trial<t>`` after it."""
+    return sample_id if trial <= 1 else f"{sample_id}{TRIAL_MARK}{trial}"
+
+
+def sample_of(key: str, trial: int | None) -> str:
+    """The sample id of a row's key (``session_key`` reversed, given the row's trial)."""
+    if trial is None or trial <= 1:
+        return key
+    return key.removesuffix(f"{TRIAL_MARK}{trial}")
+
+
+TRIAL_MARK = ".trial"
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
 
 

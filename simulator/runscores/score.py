@@ -27,7 +27,7 @@ from duplexsim.core.bundle import OUTPUT, read_meta
 from duplexsim.core.errors import ConfigError, InputError
 from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import ScorerIdentity
-from duplexsim.run.store import ResultRow, read_results
+from duplexsim.run.store import ResultRow, read_results, session_key
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.runscores.references import References
 from duplexsim.scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
@@ -49,7 +49,7 @@ Scorer = Callable[[list[NDArray[np.float32]]], Awaitable[Sequence[ScoreLike]]]
 
 @dataclass(frozen=True)
 class ClipJob:
-    key: str  # "reply/<sample-id>" or "reference/<sample-id>"
+    key: str  # "reply/<session key>" or "reference/<sample-id>" (one for all its trials)
     samples: NDArray[np.float32]
 
     @property
@@ -97,7 +97,8 @@ def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
     if sample.reference is None:
         return None  # a timing-only sample: nothing to mirror
     audio = read_audio(sample.reference, sample_rate=SAMPLE_RATE)
-    return ClipJob(f"reference/{row.sample_id}", audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)])
+    clip = audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)]
+    return ClipJob(f"reference/{row.sample}", clip)
 
 
 def _timing_only(run_dir: Path, row: ResultRow) -> bool:
@@ -111,9 +112,10 @@ def _timing_only(run_dir: Path, row: ResultRow) -> bool:
     return sample.kind == "benchmark" and sample.reference is None
 
 
-def _turn_jobs(run_dir: Path, row: ResultRow) -> list[ClipJob]:
+def _turn_jobs(run_dir: Path, row: ResultRow, references: set[str]) -> list[ClipJob]:
     """A partner's next turns that name an emotion: each reply, and the reference its step
-    names (``<sample id>.turn<k>``: scored like a sample of its own)."""
+    names (``<sample id>.turn<k>``: scored like a sample of its own; a trial's turn replies are
+    ``<sample id>.turn<k>.trial<t>``, and its trials share the turn's reference)."""
     if row.partner is None or row.status == "failed" or not row.bundle:
         return []
     turns = [t for t in PartnerRecord.from_json(row.partner).turns if t.emotion]
@@ -123,10 +125,13 @@ def _turn_jobs(run_dir: Path, row: ResultRow) -> list[ClipJob]:
     audio = read_audio(run_dir / row.bundle / OUTPUT, max_duration_s=3600)
     jobs = []
     for t in turns:
-        key = t.key(row.sample_id)
+        key = t.key(row.sample)
         if t.onset_s is not None and t.duration_s is not None:
             clip = cut_reply(audio.samples, audio.sample_rate, t.onset_s, t.duration_s)
-            jobs.append(ClipJob(f"reply/{key}", clip))
+            jobs.append(ClipJob(f"reply/{session_key(key, row.trial or 1)}", clip))
+        if key in references:
+            continue
+        references.add(key)
         reference = script[t.step].get("reference") if t.step < len(script) else None
         if reference is None:
             raise ConfigError(f"{run_dir / row.bundle}: turn {t.turn} names no reference")
@@ -141,19 +146,24 @@ def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
     _, rows = read_results(run_dir)
     jobs: list[ClipJob] = []
     problems: dict[str, str] = {}
+    references: set[str] = set()  # a sample's trials share its reference: cut it once
     for row in rows:
         try:
-            jobs += _turn_jobs(run_dir, row)
+            jobs += _turn_jobs(run_dir, row, references)
         except InputError as exc:
             problems[f"turns/{row.sample_id}"] = str(exc)
         if row.status == "failed" or (not row.emotion and _timing_only(run_dir, row)):
             continue
         for kind, make in (("reply", _reply_job), ("reference", _reference_job)):
+            if kind == "reference" and row.sample in references:
+                continue
             try:
                 job = make(run_dir, row)
             except InputError as exc:
-                problems[f"{kind}/{row.sample_id}"] = str(exc)
+                problems[f"{kind}/{row.sample_id if kind == 'reply' else row.sample}"] = str(exc)
                 continue
+            if kind == "reference":
+                references.add(row.sample)
             if job is not None:
                 jobs.append(job)
     return jobs, problems

@@ -28,6 +28,8 @@ def test_only_the_sends_from_the_speech_end_to_the_onset_count() -> None:
     assert window_send_s(due, sent, timing(1.0, None), FRAME_S) == 0.0
     early = [d - 0.001 for d in due]  # never negative
     assert window_send_s(due, early, timing(1.0, 1.5), FRAME_S) == 0.0
+    # a reply that began after the last send (sending had stopped): no send is in its window
+    assert window_send_s(due, sent, timing(1.6, 2.0), FRAME_S) == 0.0
 
 
 def test_the_window_from_its_parts_in_ms() -> None:
