@@ -255,7 +255,7 @@ EVENT_NUMBERS: dict[str, tuple[float, float, bool]] = {
     "offset_s": (*_TIME, False),  # null too: the server declared none
     "n": (0, MAX_FRAME_N, True),
     "samples": (0, MAX_CHUNK_SAMPLES, True),
-    "frame_ms": (0, 1000, False),
+    "frame_ms": (1, 1000, False),
     "input_rate": (1, MAX_RATE, True),
     "output_rate": (1, MAX_RATE, True),
 }
