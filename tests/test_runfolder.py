@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from simulator.core import runfolder
-from simulator.core.bundle import MAX_SESSION_S, event_problem, number_problem
-from simulator.core.emotions import HEAD_NAMES
-from simulator.core.errors import ConfigError, DuplexsimError, RunFolderError
-from simulator.core.provenance import ScorerIdentity
-from simulator.core.runfolder import RunFolder, open_regular, read_regular
 from simulator.runbench import RunBenchmark
-from simulator.score_cache import ScoreCache, reference_cache_path
-from simulator.store import COLUMNS, ResultRow, RunStore, load_results
-from simulator.viewer.envelope import EnvelopeBuilder, envelope
+
+from duplexsim.core import runfolder
+from duplexsim.core.bundle import MAX_SESSION_S, event_problem, number_problem
+from duplexsim.core.emotions import HEAD_NAMES
+from duplexsim.core.errors import ConfigError, DuplexsimError, RunFolderError
+from duplexsim.core.provenance import ScorerIdentity
+from duplexsim.core.runfolder import RunFolder, open_regular, read_regular
+from duplexsim.run.store import COLUMNS, ResultRow, RunStore, load_results
+from duplexsim.runscores.cache import ScoreCache, reference_cache_path
+from duplexsim.viewer.envelope import EnvelopeBuilder, envelope
 from tests.conftest import voiced_signal, write_wav
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -437,8 +437,8 @@ def _benchmark(root: Path) -> Path:
 
 
 def _claim(tmp_path: Path, manifest: Path) -> dict[str, object]:
-    from simulator.core.benchmark import load_benchmark
-    from simulator.core.provenance import benchmark_id
+    from duplexsim.core.benchmark import load_benchmark
+    from duplexsim.core.provenance import benchmark_id
 
     bench = load_benchmark(manifest, audio_check="none")
     audio = [p for s in bench for p in (s.context, s.reference) if p is not None]

@@ -201,10 +201,9 @@ class RunFolder:
         return path
 
     def is_bundle(self, folder: Path) -> bool:
-        try:
-            return self.file(folder, META) is not None
-        except RunFolderError:
-            return False
+        """Whether ``folder`` holds a bundle's meta.json; RunFolderError when it holds one that
+        leads out of the run folder or is no regular file (said, never passed over)."""
+        return self.file(folder, META) is not None
 
     # ---- results and scores -----------------------------------------------------------------
 

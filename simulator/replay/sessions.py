@@ -33,7 +33,14 @@ from duplexsim.session.engine import CONTEXT_RATE, SessionSettings, run_session
 from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
 from duplexsim.session.useraudio import UserAudio
 
-__all__ = ["ReplayResult", "render_replay", "replay_run", "session_bundles"]
+__all__ = [
+    "Prepared",
+    "ReplayResult",
+    "prepare_replay",
+    "render_replay",
+    "replay_run",
+    "session_bundles",
+]
 
 _FIELDS = ("onset_s", "latency_s", "duration_s")
 SLACK_S = 10.0  # a replay may run this much past the recorded session's length
@@ -90,8 +97,21 @@ def _summary(status: str, end_reason: str, timing: Mapping[str, Any] | None) -> 
     return {"status": status, "end_reason": end_reason, **{f: timing.get(f) for f in _FIELDS}}
 
 
-async def replay_bundle(bundle: Path, run: RunFolder | None = None) -> ReplayResult:
-    run = run or RunFolder(bundle.parent.parent)
+@dataclass(frozen=True)
+class Prepared:
+    """A recorded session, checked and ready to replay."""
+
+    meta: BundleMeta
+    settings: SessionSettings
+    context: Any  # the samples sent, at CONTEXT_RATE
+    limit_s: float  # how long its replay may run: the recorded session's length and some
+    client: ReplayClient
+    script: list[ScriptEntry]  # a partner session's steps, checked ([]: none)
+
+
+def prepare_replay(run: RunFolder, bundle: Path) -> Prepared:
+    """Everything a replay reads of a recording, read and checked (RunFolderError naming the
+    file and field of what no recorded session can hold); nothing is replayed yet."""
     meta = run.meta(bundle)
     where = str(bundle / META)
     settings = _settings(meta.settings, where)
@@ -99,21 +119,28 @@ async def replay_bundle(bundle: Path, run: RunFolder | None = None) -> ReplayRes
     bench = RunBenchmark(run, {"benchmark": run.recorded("benchmark")})
     context = _context(run, bundle, meta, bench)
     limit_s = _recorded_length(run, bundle) + SLACK_S
+    script = _partner_script(meta, bench, where)
     client = ReplayClient(ClientConfig(url=str(bundle)))
-    user: UserAudio | NDArray[np.float32] = context
-    script = _partner_script(meta, bench, str(bundle / META))
-    if script:  # the partner decides again, from the same model audio
-        clips = await asyncio.to_thread(read_partner_clips, script, settings.vad)
-        user = PartnerAudio(context, clips, settings.turns)
+    return Prepared(meta, settings, context, limit_s, client, script)
+
+
+async def replay_bundle(bundle: Path, run: RunFolder | None = None) -> ReplayResult:
+    run = run or RunFolder(bundle.parent.parent)
+    ready = prepare_replay(run, bundle)
+    meta, settings = ready.meta, ready.settings
+    user: UserAudio | NDArray[np.float32] = ready.context
+    if ready.script:  # the partner decides again, from the same model audio
+        clips = await asyncio.to_thread(read_partner_clips, ready.script, settings.vad)
+        user = PartnerAudio(ready.context, clips, settings.turns)
     session = run_session(
-        client, user, settings, window_start_s=meta.sample.context_turn_start_s or 0.0
+        ready.client, user, settings, window_start_s=meta.sample.context_turn_start_s or 0.0
     )
     try:
-        outcome = await asyncio.wait_for(session, limit_s)
+        outcome = await asyncio.wait_for(session, ready.limit_s)
     except TimeoutError:
         raise RunFolderError(
-            f"{bundle}: the replay ran {limit_s:.0f} s, past the recorded session's length: "
-            "its settings or events do not match its recording"
+            f"{bundle}: the replay ran {ready.limit_s:.0f} s, past the recorded session's "
+            "length: its settings or events do not match its recording"
         ) from None
     rec = meta.outcome
     replayed_timing = None

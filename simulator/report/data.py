@@ -139,7 +139,7 @@ def sample_scores(
             unscored[f"reply/{row.sample_id}"] = "no cached score"
             reference = None
         for key in (f"reply/{row.sample_id}", f"reference/{row.sample_id}"):
-            if key in cache.problems and key not in unscored:
+            if key in cache.problems and key in unscored:  # said better than "no score"
                 unscored[key] = f"unusable cached score ({cache.problems[key]})"
         samples.append(
             SampleScores(

@@ -346,10 +346,11 @@ def _partner(meta: dict[str, Any]) -> tuple[PartnerMark, ...]:
 def _bundle(source: RunFolder, row: ResultRow, notes: list[str]) -> Path | None:
     try:
         folder = source.bundle(row.bundle, "results")
+        found = folder is not None and source.is_bundle(folder)
     except InputError as exc:
         notes.append(str(exc))
         return None
-    if folder is None or not source.is_bundle(folder):
+    if not found:
         notes.append("no recording bundle for this session")
         return None
     return folder
