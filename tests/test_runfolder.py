@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from simulator.runbench import RunBenchmark
 
 from duplexsim.core import runfolder
 from duplexsim.core.bundle import MAX_SESSION_S, event_problem, number_problem
 from duplexsim.core.emotions import HEAD_NAMES
 from duplexsim.core.errors import ConfigError, DuplexsimError, RunFolderError
 from duplexsim.core.provenance import ScorerIdentity
+from duplexsim.core.runbench import RunBenchmark
 from duplexsim.core.runfolder import RunFolder, open_regular, read_regular
 from duplexsim.run.store import COLUMNS, ResultRow, RunStore, load_results
 from duplexsim.runscores.cache import ScoreCache, reference_cache_path
@@ -282,14 +282,28 @@ def test_each_results_value_is_of_its_column_type_and_range(
     _set(run, column, value)
     results = load_results(run)
     (row,) = results.rows
-    nullable = column not in ("attempts", "status")
-    assert getattr(row, column) == (None if nullable else (0 if column == "attempts" else ""))
+    missing = {"attempts": 0, "status": "failed"}  # a row always has these
+    assert getattr(row, column) == missing.get(column)
     if why is None:
         assert results.problems == {}
     else:
-        (note,) = results.problems["s0"]
+        note = results.problems["s0"][0]
         assert note == f"results.sqlite: field '{column}': {note.split(': ', 2)[2]}"
         assert why in note and note.endswith("(treated as missing)")
+
+
+def test_a_status_or_emotion_no_run_writes_is_said_and_read_as_safe(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    _store(run, _row(status="maybe", emotion="Joy"))
+    results = load_results(run)
+    (row,) = results.rows
+    assert (row.status, row.emotion) == ("failed", "")
+    assert results.problems["s0"] == [
+        "results.sqlite: field 'status': 'maybe' is not one of ok, no-reply, failed "
+        "(treated as failed)",
+        "results.sqlite: field 'emotion': 'Joy' is not one of the 12 emotions "
+        "(treated as no reference)",
+    ]
 
 
 def test_run_meta_that_is_deep_or_of_the_wrong_type_is_left_out(tmp_path: Path) -> None:

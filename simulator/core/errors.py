@@ -97,7 +97,11 @@ class ConfigError(InputError):
 class RunFolderError(ConfigError):
     """A file of a run folder that cannot be used as it is (a path leading out of the folder, a
     FIFO, a file too large, a value out of range); the message names the file, and the line and
-    field where there is one. Run folders travel, so this is bad input, never a bug."""
+    field where there is one. Run folders travel, so this is bad input, never a bug. What the
+    message quotes of the files stays on its one line (line breaks shown as ``\\n``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class StorageError(DuplexsimError):

@@ -85,12 +85,13 @@ def open_regular(path: Path, max_bytes: int) -> BinaryIO:
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """The whole of a regular file of at most ``max_bytes`` (see ``open_regular``)."""
     with open_regular(path, max_bytes) as fh:
-        try:
-            data = fh.read(max_bytes + 1)
+        size = os.fstat(fh.fileno()).st_size
+        try:  # what fstat saw and a byte more (not max_bytes: read() allocates what it is asked)
+            data = fh.read(size + 1)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:  # it grew since the check
-        raise RunFolderError(f"{path}: more than such a file can be ({_size(max_bytes)})")
+    if len(data) > size:
+        raise RunFolderError(f"{path}: changed while it was read")
     return data
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from duplexsim.core.audio import read_audio
 from duplexsim.core.bundle import MAX_SESSION_S, OUTPUT, BundleMeta
-from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.errors import InputError, RunFolderError
 from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import (
     LatencyWindow,
@@ -56,7 +56,7 @@ def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -
         budget = TimingBudget(**settings.get("budget", {}))
         vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{bundle}: unusable recorded settings ({exc})") from None
+        raise RunFolderError(f"{bundle}: unusable recorded settings ({exc})") from None
     outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
@@ -66,10 +66,10 @@ def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -
         try:
             path = run.file(bundle, OUTPUT)
             if path is None:
-                raise ConfigError(f"{bundle / OUTPUT}: not recorded")
+                raise RunFolderError(f"{bundle / OUTPUT}: not recorded")
             heard = read_audio(path, max_duration_s=MAX_SESSION_S)
         except InputError as exc:
-            raise ConfigError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
+            raise RunFolderError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
         again = measure_reply(
             heard.samples,
             heard.sample_rate,

@@ -173,7 +173,7 @@ def _context(run: RunFolder, bundle: Path, meta: BundleMeta, bench: RunBenchmark
     try:
         context = read_audio(path, sample_rate=CONTEXT_RATE).samples
     except InputError as exc:
-        raise ConfigError(f"{bundle}: cannot read the session's context ({exc})") from None
+        raise RunFolderError(f"{bundle}: cannot read the session's context ({exc})") from None
     return context[: round(_turn_end_s(run, bundle) * CONTEXT_RATE)] if live else context
 
 
@@ -301,7 +301,7 @@ def _turn_end_s(run: RunFolder, bundle: Path) -> float:
             end_s = float(event["end_s"]) if "end_s" in event else last_due + frame_s
             break
     if end_s is None:
-        raise ConfigError(f"{bundle}: the recorded live session never ended its user turn")
+        raise RunFolderError(f"{bundle}: the recorded live session never ended its user turn")
     return max(0.0, end_s)
 
 

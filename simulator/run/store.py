@@ -16,6 +16,7 @@ from typing import Any
 
 from duplexsim.core import safejson
 from duplexsim.core.bundle import MAX_ATTEMPTS, MAX_SESSION_S, number_problem
+from duplexsim.core.emotions import EMOTION_NAMES
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.runfolder import RunFolder
 
@@ -315,7 +316,29 @@ def _typed_row(values: tuple[Any, ...], file: Path, notes: list[str]) -> ResultR
         elif value is not None and not isinstance(value, str):
             value = float(value) if sql == "REAL" else int(value)
         fields[name] = value
+    _enumerated(fields, file, notes)
     return ResultRow(**fields)
+
+
+STATUSES = ("ok", "no-reply", "failed")
+
+
+def _enumerated(fields: dict[str, Any], file: Path, notes: list[str]) -> None:
+    """The columns that name one of a few things: a status, and an emotion (one of the 12, or
+    none: a sample without a reference) that comes with its language."""
+    if fields["status"] not in STATUSES:
+        notes.append(
+            f"{file.name}: field 'status': {str(fields['status'])[:40]!r} is not one of "
+            f"{', '.join(STATUSES)} (treated as failed)"
+        )
+        fields["status"] = "failed"
+    emotion = fields["emotion"]
+    if emotion and (emotion not in EMOTION_NAMES or not fields["language"]):
+        why = "has no language" if emotion in EMOTION_NAMES else "is not one of the 12 emotions"
+        notes.append(
+            f"{file.name}: field 'emotion': {emotion[:40]!r} {why} (treated as no reference)"
+        )
+        fields["emotion"] = ""
 
 
 def _value_problem(name: str, sql: str, value: object) -> str | None:
