@@ -166,10 +166,10 @@ def _context(run: RunFolder, bundle: Path, meta: BundleMeta, bench: RunBenchmark
     where = f"{bundle / META}: field 'sample.context'"
     if live:
         path = run.file(bundle, INPUT)
-        if path is None:
-            raise RunFolderError(f"{bundle / INPUT}: not recorded")
     else:
         path = bench.audio(sample.context, where)
+    if path is None:
+        raise RunFolderError(f"{bundle / INPUT}: not recorded")
     try:
         context = read_audio(path, sample_rate=CONTEXT_RATE).samples
     except InputError as exc:
@@ -215,7 +215,7 @@ def _recorded_length(run: RunFolder, bundle: Path) -> float:
         return MAX_SESSION_S
     try:
         info = sf.info(str(path))
-        return min(MAX_SESSION_S, info.frames / info.samplerate)
+        return min(MAX_SESSION_S, float(info.frames) / float(info.samplerate))
     except (RuntimeError, OSError, ZeroDivisionError):
         return MAX_SESSION_S  # the audit reports an unreadable recording
 

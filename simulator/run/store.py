@@ -294,7 +294,7 @@ def _typed_meta(pairs: list[tuple[Any, Any]], file: Path, problems: list[str]) -
 
 
 def _type_names(wanted: type | tuple[type, ...]) -> str:
-    names = {dict: "JSON object", str: "string"}
+    names: dict[type, str] = {dict: "JSON object", str: "string"}
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
