@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import struct
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -417,6 +418,34 @@ def test_view_draws_a_timestamp_of_1e13_in_bounded_work(run: Path, capsys) -> No
     data = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
     assert data["duration"] == pytest.approx(3599.0)
     assert 35990 <= len(data["traffic"]["sent"]) <= 35991
+
+
+def sparse_wav(path: Path, seconds: float, rate: int) -> None:
+    """A PCM16 mono WAV of ``seconds`` of silence that costs no disk (its data is a hole)."""
+    frames = int(seconds * rate)
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    head = b"RIFF" + struct.pack("<I", 36 + 2 * frames) + b"WAVEfmt " + fmt
+    head += b"data" + struct.pack("<I", 2 * frames)
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + 2 * frames)
+
+
+def test_view_draws_a_long_session_in_bounded_memory(run: Path, capsys) -> None:
+    bundle = run / "sessions" / "s1"
+    sparse_wav(bundle / "input.wav", 1200.0, 16000)
+    sparse_wav(bundle / "output.wav", 1200.0, 24000)  # held whole: 350 MB at least
+    tracemalloc.start()
+    try:
+        run_command("view", run, capsys)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 << 20, f"{peak >> 20} MiB"
+    page = (run.parent.parent / "out" / "view" / "sessions" / "s1.html").read_text()
+    data = json.loads(page.split('type="application/json">')[1].split("</script>")[0])
+    assert 'id="audio-linked"' in page and data["duration"] == pytest.approx(1200.0)
+    assert len(data["tracks"]["model"]["env"]["min"]) == 1600
 
 
 def test_view_draws_at_most_its_cap_of_events_and_says_so(run: Path, capsys, monkeypatch) -> None:
