@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -156,6 +157,22 @@ def _fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
+def _silent_wav(path: Path, seconds: float, rate: int) -> None:
+    """A PCM16 mono WAV of ``seconds`` of silence whose data is a hole (no disk cost)."""
+    frames = int(seconds * rate)
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    head = b"RIFF" + struct.pack("<I", 36 + 2 * frames) + b"WAVEfmt " + fmt
+    head += b"data" + struct.pack("<I", 2 * frames)
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + 2 * frames)
+
+
+def _long_session(run: Path, seconds: float) -> None:
+    _silent_wav(run / "sessions" / "s1" / "input.wav", seconds, 16000)
+    _silent_wav(run / "sessions" / "s1" / "output.wav", seconds, 24000)
+
+
 def _sparse(path: Path, size: int) -> None:
     with open(path, "ab") as fh:
         fh.truncate(size)
@@ -205,6 +222,7 @@ CASES: dict[str, Callable[[Path, Path], None]] = {
         '{"bundle_version": 2, "kind": "benchmark", "model": ' + _deep(100_000) + "}"
     ),
     "events-deep": lambda run, out: _event(run, '{"t": 0.5, "x": ' + _deep(100_000) + "}"),
+    "long-session-30min": lambda run, out: _long_session(run, 1800.0),
     "digest-dotdot": lambda run, out: _benchmark_digest(run, "../../poison"),
     "digest-absolute": lambda run, out: _benchmark_digest(run, str(out / "poison-abs")),
 }
