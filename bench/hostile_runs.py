@@ -157,6 +157,19 @@ def _fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
+def _stall(run: Path, reply_timeout_s: float) -> None:
+    """A recording whose model never answered, replayed with a long wait for the answer."""
+    events = run / "sessions" / "s1" / "events.jsonl"
+    kept = [ln for ln in events.read_text().splitlines() if '"dir":"recv"' not in ln]
+    events.write_text("".join(ln + "\n" for ln in kept))
+
+    def change(meta: dict) -> None:
+        meta["settings"]["turns"]["reply_timeout_s"] = reply_timeout_s
+        meta["settings"]["stall_timeout_s"] = reply_timeout_s  # silence is not a stall either
+
+    _meta(run, change)
+
+
 def _silent_wav(path: Path, seconds: float, rate: int) -> None:
     """A PCM16 mono WAV of ``seconds`` of silence whose data is a hole (no disk cost)."""
     frames = int(seconds * rate)
@@ -222,6 +235,8 @@ CASES: dict[str, Callable[[Path, Path], None]] = {
         '{"bundle_version": 2, "kind": "benchmark", "model": ' + _deep(100_000) + "}"
     ),
     "events-deep": lambda run, out: _event(run, '{"t": 0.5, "x": ' + _deep(100_000) + "}"),
+    "replay-stall-1e5": lambda run, out: _stall(run, 1e5),
+    "replay-stall-1200": lambda run, out: _stall(run, 1200.0),
     "long-session-30min": lambda run, out: _long_session(run, 1800.0),
     "digest-dotdot": lambda run, out: _benchmark_digest(run, "../../poison"),
     "digest-absolute": lambda run, out: _benchmark_digest(run, str(out / "poison-abs")),

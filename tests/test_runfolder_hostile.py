@@ -462,6 +462,24 @@ def test_view_draws_at_most_its_cap_of_events_and_says_so(run: Path, capsys, mon
     assert 0 < page.count("x" * 300) <= 2 * 5 and "x" * 1000 not in page
 
 
+def test_replay_stops_at_the_recorded_sessions_length(run: Path, capsys, monkeypatch) -> None:
+    """A recording whose model never answered, with an hour-long wait for the answer recorded
+    in its settings (an hour fits a session): its replay stops where the recording ends."""
+    from simulator import replay
+
+    monkeypatch.setattr(replay, "SLACK_S", 1.0)
+    events = run / "sessions" / "s1" / "events.jsonl"
+    kept = [ln for ln in events.read_text().splitlines() if '"dir":"recv"' not in ln]
+    events.write_text("".join(ln + "\n" for ln in kept))
+
+    def wait(m: dict) -> None:
+        m["settings"]["turns"]["reply_timeout_s"] = m["settings"]["stall_timeout_s"] = 3000.0
+
+    _edit_meta(run, wait)
+    code, text = run_command("replay", run, capsys, seconds=30)
+    assert code == 2 and "past the recorded session's length" in text
+
+
 def test_score_lists_a_session_whose_row_is_unusable_and_scores_the_rest(run: Path, capsys) -> None:
     _sql(run, "UPDATE results SET onset_s = ? WHERE sample_id = 's1'", math.inf)
     code, text = run_command("score", run, capsys)
