@@ -255,7 +255,7 @@ def _edit_scores(run: Path) -> None:
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "simulator", *args],
+        [sys.executable, "-m", "duplexsim", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -266,7 +266,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 def measure(argv: list[str], env: dict[str, str]) -> tuple[int, str, float, float, bool]:
     """(exit status, last line, peak RSS in MiB, seconds, whether it was killed at the timeout)."""
     script = f"ulimit -v {LIMIT_KB}; exec timeout -k 5 {TIMEOUT_S} " + " ".join(
-        _quote(a) for a in [sys.executable, "-m", "simulator", *argv]
+        _quote(a) for a in [sys.executable, "-m", "duplexsim", *argv]
     )
     started = time.monotonic()
     proc = subprocess.Popen(

@@ -164,10 +164,7 @@ def _context(run: RunFolder, bundle: Path, meta: BundleMeta, bench: RunBenchmark
     sample = meta.sample
     live = sample.kind == "live" or sample.context is None
     where = f"{bundle / META}: field 'sample.context'"
-    if live:
-        path = run.file(bundle, INPUT)
-    else:
-        path = bench.audio(sample.context, where)
+    path = run.file(bundle, INPUT) if live else bench.audio(sample.context, where)
     if path is None:
         raise RunFolderError(f"{bundle / INPUT}: not recorded")
     try:

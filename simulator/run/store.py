@@ -18,6 +18,8 @@ from duplexsim.core import safejson
 from duplexsim.core.bundle import MAX_ATTEMPTS, MAX_SESSION_S, number_problem
 from duplexsim.core.emotions import EMOTION_NAMES
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.partnerfield import MAX_STEPS
+from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.runfolder import RunFolder
 
 __all__ = [
@@ -347,12 +349,51 @@ def _value_problem(name: str, sql: str, value: object) -> str | None:
     if sql == "TEXT":
         if not isinstance(value, str):
             return f"a {type(value).__name__}, not text"
-        return (
-            None if len(value) <= MAX_TEXT else f"{len(value):,} characters, more than {MAX_TEXT:,}"
-        )
+        if len(value) > MAX_TEXT:
+            return f"{len(value):,} characters, more than {MAX_TEXT:,}"
+        return _partner_problem(value) if name == "partner" else None
     if name in _BOOLS:
         return (
             None if value in (0, 1) and not isinstance(value, float) else f"{value!r} is not 0 or 1"
         )
     low, high = _RANGES.get(name, (0, _S))
     return number_problem(value, low, high, integer=sql == "INTEGER")
+
+
+def _partner_problem(text: str) -> str | None:
+    """Why a ``partner`` value is no record a partner's session writes (None: it is one)."""
+    try:
+        data = safejson.loads(text)
+        record = PartnerRecord.from_json(text)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"not a partner record ({type(exc).__name__}: {str(exc)[:80]})"
+    bad = _bad_number(data)
+    if bad is not None:
+        return f"not a partner record ({bad})"
+    for t in record.turns:
+        wrong = [
+            number_problem(t.turn, 0, MAX_STEPS, integer=True),
+            number_problem(t.step, 0, MAX_STEPS, integer=True),
+            None if t.emotion is None or t.emotion in EMOTION_NAMES else "an unknown emotion",
+            *(number_problem(v, 0, _S) for v in (t.onset_s, t.duration_s) if v is not None),
+        ]
+        problem = next((w for w in wrong if w), None)
+        if problem:
+            return f"not a partner record (turn: {problem})"
+    return None
+
+
+def _bad_number(value: Any) -> str | None:
+    """The first number in a JSON value that no session's times, counts or steps reach."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            problem = number_problem(item, -_S * 1000, _S * 1000)
+            if problem:
+                return problem
+    return None

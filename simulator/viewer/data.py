@@ -323,24 +323,39 @@ def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = No
 
 
 def _partner(meta: dict[str, Any]) -> tuple[PartnerMark, ...]:
-    """The steps of a partner that fired, with the model's reply to each turn they made."""
-    outcome = meta.get("outcome") if isinstance(meta.get("outcome"), dict) else {}
-    assert isinstance(outcome, dict)
-    turns = {t.get("turn"): t for t in outcome.get("turns") or [] if isinstance(t, dict)}
+    """The steps of a partner that fired, with the model's reply to each turn they made (a
+    step whose times are not finite numbers is left out; a reply's onset, treated as
+    missing)."""
+    outcome = _section(meta, "outcome")
+    turns = {
+        t["turn"]: t
+        for t in _list(outcome.get("turns"))
+        if isinstance(t, dict) and isinstance(t.get("turn"), int)
+    }
     marks = []
-    for e in outcome.get("partner") or []:
+    for e in _list(outcome.get("partner")):
         if not isinstance(e, dict) or not e.get("fired"):
             continue
-        try:
-            at, end = float(e["at_s"]), float(e["clip_end_s"])
-        except (KeyError, TypeError, ValueError):
+        at, end = _number(e.get("at_s")), _number(e.get("clip_end_s"))
+        if at is None or end is None:
             continue
-        turn = e.get("opens_turn")
-        onset = turns.get(turn, {}).get("onset_s") if turn is not None else None
+        turn = e.get("opens_turn") if isinstance(e.get("opens_turn"), int) else None
+        onset = _number(turns.get(turn, {}).get("onset_s")) if turn is not None else None
         marks.append(
-            PartnerMark(at, end, str(e.get("partner")), str(e.get("why", "")), turn, onset)
+            PartnerMark(
+                at,
+                end,
+                _clipped(str(e.get("partner"))),
+                _clipped(str(e.get("why", ""))),
+                turn,
+                onset,
+            )
         )
     return tuple(marks)
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _bundle(source: RunFolder, row: ResultRow, notes: list[str]) -> Path | None:

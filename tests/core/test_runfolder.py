@@ -27,7 +27,7 @@ from duplexsim.core.runfolder import RunFolder, open_regular, read_regular
 from duplexsim.run.store import COLUMNS, ResultRow, RunStore, load_results
 from duplexsim.runscores.cache import ScoreCache, reference_cache_path
 from duplexsim.viewer.envelope import EnvelopeBuilder, envelope
-from tests.conftest import voiced_signal, write_wav
+from tests.helpers.signals import voiced_signal, write_wav
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

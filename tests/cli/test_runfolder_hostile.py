@@ -41,8 +41,8 @@ from duplexsim.report.data import build_report
 from duplexsim.runscores.cache import cache_root
 from duplexsim.runscores.score import collect_clips, score_run
 from duplexsim.viewer.data import load_run, load_session
-from tests.test_runner import short_benchmark
-from tests.test_viewer import record_run
+from tests.helpers.runs import short_benchmark
+from tests.helpers.views import record_run
 
 MARKER = "OUTSIDE-MARKER-7f3a"
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -465,7 +465,7 @@ def test_view_draws_at_most_its_cap_of_events_and_says_so(run: Path, capsys, mon
 def test_replay_stops_at_the_recorded_sessions_length(run: Path, capsys, monkeypatch) -> None:
     """A recording whose model never answered, with an hour-long wait for the answer recorded
     in its settings (an hour fits a session): its replay stops where the recording ends."""
-    from simulator import replay
+    from duplexsim.replay import sessions as replay
 
     monkeypatch.setattr(replay, "SLACK_S", 1.0)
     events = run / "sessions" / "s1" / "events.jsonl"
