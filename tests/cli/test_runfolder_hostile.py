@@ -379,6 +379,35 @@ DAMAGE: dict[str, tuple[Callable[[Path], Any], str]] = {
         lambda run: _scores(run, lambda d: d["items"]["reply/s1"].update(values=[[1.0], [2.0]])),
         "",
     ),
+    "partner-clip-outside": (
+        lambda run: _edit_meta(
+            run,
+            lambda m: m.update(
+                partner=[{"kind": "interrupt", "clip": "/etc/passwd", "after_onset_s": 1.0}]
+            ),
+        ),
+        "field 'partner[0].clip': /etc/passwd: not a file of the run's benchmark",
+    ),
+    "partner-step-1e13": (
+        lambda run: _edit_meta(
+            run,
+            lambda m: m.update(
+                partner=[
+                    {"kind": "interrupt", "clip": m["sample"]["context"], "after_onset_s": 1e13}
+                ]
+            ),
+        ),
+        "field 'partner[0].after_onset_s': 10000000000000.0 is out of range",
+    ),
+    "results-partner": (
+        lambda run: _sql(
+            run,
+            "UPDATE results SET partner = ?",
+            '{"steps": [], "turns": [{"turn": 0, "step": 0, "emotion": "Anger", '
+            '"onset_s": 1e13, "duration_s": 1.0}]}',
+        ),
+        "",
+    ),
     "scores-deep": (
         lambda run: (run / "scores" / "fake.json").write_text(DEEP),
         "",

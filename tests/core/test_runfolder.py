@@ -306,6 +306,32 @@ def test_a_status_or_emotion_no_run_writes_is_said_and_read_as_safe(tmp_path: Pa
     ]
 
 
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [
+        (DEEP, "nested more than 64 levels deep"),
+        ('{"turns": [{"turn": 0}]}', "TypeError"),
+        ('{"turns": [{"turn": 0, "step": 0, "emotion": "Joy", "onset_s": 1, "duration_s": 1}]}',
+         "an unknown emotion"),
+        ('{"turns": [{"turn": 0, "step": 0, "emotion": null, "onset_s": 1e13, "duration_s": 1}]}',
+         "out of range"),
+        ('{"steps": [{"step": Infinity}]}', "Infinity is not valid JSON"),
+    ],
+)  # fmt: skip
+def test_a_partner_record_no_session_writes_is_treated_as_missing(
+    tmp_path: Path, record: str, why: str
+) -> None:
+    run = _run(tmp_path)
+    _store(run, _row())
+    _set(run, "partner", record)
+    results = load_results(run)
+    assert results.rows[0].partner is None
+    (note,) = results.problems["s0"]
+    assert (
+        note.startswith("results.sqlite: field 'partner': not a partner record (") and why in note
+    )
+
+
 def test_run_meta_that_is_deep_or_of_the_wrong_type_is_left_out(tmp_path: Path) -> None:
     run = _run(tmp_path)
     meta = {"run_id": '"r"', "model": "[1]", "benchmark": DEEP, "settings": "{}"}
