@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from duplexsim.clients.base import (
     Transcript,
 )
 from duplexsim.core.audio import read_audio
-from duplexsim.core.bundle import EVENTS, OUTPUT, read_events, read_meta
-from duplexsim.core.errors import ConfigError, RemoteError
+from duplexsim.core.bundle import EVENTS, MAX_RATE, MAX_SESSION_S, META, OUTPUT, number_problem
+from duplexsim.core.errors import RemoteError, RunFolderError
+from duplexsim.core.runfolder import RunFolder
 
 __all__ = ["RecordedEvent", "ReplayClient", "load_recording"]
 
@@ -37,20 +38,52 @@ RecordedEvent = tuple[float, ClientEvent]  # (seconds since T0, event with arriv
 
 
 def load_recording(bundle: Path) -> tuple[Capabilities, list[RecordedEvent]]:
-    """The recorded capabilities and received events of a session bundle."""
-    meta = read_meta(bundle)
-    caps = Capabilities(**meta.capabilities)
-    output = read_audio(bundle / OUTPUT, max_duration_s=3600).samples
+    """The recorded capabilities and received events of a session bundle, each file read
+    from inside the bundle (``duplexsim.core.runfolder``); RunFolderError naming the file,
+    line and field of whatever a recording cannot hold."""
+    folder = RunFolder(bundle)
+    caps = _capabilities(folder.meta(bundle).capabilities, f"{bundle / META}")
+    path = folder.file(bundle, OUTPUT)
+    if path is None:
+        raise RunFolderError(f"{bundle / OUTPUT}: not recorded")
+    output = read_audio(path, max_duration_s=MAX_SESSION_S).samples
     events: list[RecordedEvent] = []
-    for lineno, item in read_events(bundle):
-        if item is None:
-            raise ConfigError(f"{bundle / EVENTS}:{lineno}: not a JSON object")
+    received = 0
+    for lineno, item in enumerate(folder.strict_events(bundle), start=1):
         if item.get("dir") != "recv":
             continue
-        event = _event(item, output, caps.output_rate)
+        try:
+            event = _event(item, output, caps.output_rate)
+        except KeyError as exc:
+            raise RunFolderError(f"{bundle / EVENTS}:{lineno}: field {exc} is missing") from None
+        if isinstance(event, AudioOut):
+            received += event.samples.size
+            if received > MAX_SESSION_S * caps.output_rate:
+                raise RunFolderError(
+                    f"{bundle / EVENTS}:{lineno}: more audio received than a session holds"
+                )
         if event is not None:
             events.append((float(item["t"]), event))
     return caps, events
+
+
+def _capabilities(raw: Mapping[str, Any], where: str) -> Capabilities:
+    """The recorded capabilities, each of its type and range (a recording may be edited)."""
+    try:
+        caps = Capabilities(**raw)
+    except TypeError as exc:
+        raise RunFolderError(f"{where}: field 'capabilities': {exc}") from None
+    for name, value in vars(caps).items():
+        if name in _RATES:
+            problem = number_problem(value, *_RATES[name], integer=True)
+        else:
+            problem = None if isinstance(value, bool) else f"{value!r} is not true or false"
+        if problem:
+            raise RunFolderError(f"{where}: field 'capabilities.{name}': {problem}")
+    return caps
+
+
+_RATES = {"input_rate": (1, MAX_RATE), "output_rate": (1, MAX_RATE), "frame_ms": (1, 1000)}
 
 
 def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent | None:
@@ -78,7 +111,7 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
     if kind == "error":
         err = RemoteError(
             item.get("message", "recorded error"),
-            retryable=bool(item["retryable"]),
+            retryable=bool(item.get("retryable", False)),
             reason=item.get("reason", "remote"),
         )
         return ErrorEvent(err, 0.0, bool(item.get("fatal", True)))

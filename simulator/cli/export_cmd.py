@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from duplexsim.cli.options import add_run_paths_argument, run_folder
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.shown import for_terminal
 
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     s.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     s.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    add_run_paths_argument(s)
     s.set_defaults(func=_samples)
     f = actions.add_parser(
         "fdb",
@@ -31,13 +33,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     f.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     f.add_argument("out", type=Path, metavar="OUT")
+    add_run_paths_argument(f)
     f.set_defaults(func=_fdb)
 
 
 def _samples(args: argparse.Namespace) -> int:
     from duplexsim.export.samples import sample_records, write_records
 
-    records = sample_records(args.run_dir)
+    records = sample_records(run_folder(args.run_dir, args))
     if args.out is None:
         try:
             write_records(records, args.format, sys.stdout)
@@ -57,7 +60,7 @@ def _samples(args: argparse.Namespace) -> int:
 def _fdb(args: argparse.Namespace) -> int:
     from duplexsim.export.fdb import export_fdb
 
-    result = export_fdb(args.run_dir, args.out)
+    result = export_fdb(run_folder(args.run_dir, args), args.out)
     print(f"{result.written} sessions written to {args.out} (<id>/input.wav, <id>/output.wav)")
     for sample_id, why in sorted(result.skipped.items()):
         print(for_terminal(f"  skipped {sample_id}: {why}"))

@@ -8,16 +8,20 @@ import fnmatch
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.runfolder import RunFolder
 
 __all__ = [
     "add_model_option_argument",
     "add_outside_paths_argument",
+    "add_run_paths_argument",
     "add_selection_arguments",
     "deprecated_alias",
     "model_options",
+    "run_folder",
     "select_samples",
 ]
 
@@ -28,6 +32,20 @@ def add_outside_paths_argument(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let manifest audio paths lead outside the benchmark folder (absolute, '..', symlinks)",
     )
+
+
+def add_run_paths_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="read the files a run folder names outside itself (absolute, '..', symlinks) and "
+        "session audio that is not its benchmark's; only for run folders you trust",
+    )
+
+
+def run_folder(path: Path, args: argparse.Namespace) -> RunFolder:
+    """A run folder as a command reads it (``--allow-outside-paths``, where it has it)."""
+    return RunFolder(path, allow_outside=bool(getattr(args, "allow_outside_paths", False)))
 
 
 def add_selection_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

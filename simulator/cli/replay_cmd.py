@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from duplexsim.cli.options import add_run_paths_argument, run_folder
 from duplexsim.core.shown import terminal_lines
 from duplexsim.replay.sessions import render_replay, replay_run
 from duplexsim.session import eventloop
@@ -27,11 +28,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=5.0,
         help="timing difference still counted as agreement (default 5)",
     )
+    add_run_paths_argument(p)
     p.set_defaults(func=_replay)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    results = eventloop.run(replay_run(args.run_dir, args.sample, args.concurrency))
+    run = run_folder(args.run_dir, args)
+    results = eventloop.run(replay_run(run, args.sample, args.concurrency))
     print(terminal_lines(render_replay(results, args.tolerance_ms)))  # a run from elsewhere
     ok = all(r.agrees(args.tolerance_ms) and not r.over_budget for r in results)
     return 0 if ok else 1

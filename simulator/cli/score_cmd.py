@@ -15,8 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from duplexsim.cli.options import add_selection_arguments, deprecated_alias, select_samples
+from duplexsim.cli.options import (
+    add_run_paths_argument,
+    add_selection_arguments,
+    deprecated_alias,
+    run_folder,
+    select_samples,
+)
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.shown import terminal_lines
 from duplexsim.runscores.score import score_run
 from duplexsim.scoring.models.precision import PRECISIONS
@@ -38,12 +45,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="score every clip anew, references included, whatever the caches hold",
     )
+    add_run_paths_argument(p)
     p.set_defaults(func=_score)
     r = sub.add_parser("report", help="leaderboard of scored runs: terminal, Markdown, HTML, JSON")
     r.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     r.add_argument("--scorer", help="which cached scores to use (default: the run's best)")
     r.add_argument("--out", type=Path, help="report folder (default runs/report-<time>)")
     r.add_argument("--seed", type=int, default=0, help="seed of permutations and bootstrap")
+    add_run_paths_argument(r)
     r.set_defaults(func=_report)
 
 
@@ -154,9 +163,8 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tupl
         for run_dir in run_dirs:
             started = time.monotonic()
             rescore = bool(getattr(args, "rescore", False))
-            outcome = await score_run(
-                run_dir, name, score, rescore=rescore, samples=_chosen(args, run_dir)
-            )
+            run = run_folder(run_dir, args)
+            outcome = await score_run(run, name, score, rescore=rescore, samples=_chosen(args, run))
             shared = f", {outcome.shared} references from the benchmark's" if outcome.shared else ""
             source = "" if weights is None else f"; weights {weights}"
             if weights is None and not args.endpoint and name in DOWNLOADABLE:
@@ -173,7 +181,7 @@ async def score_runs(args: argparse.Namespace, run_dirs: Sequence[Path]) -> tupl
     return "\n".join(lines), unscored
 
 
-def _chosen(args: argparse.Namespace, run_dir: Path) -> set[str] | None:
+def _chosen(args: argparse.Namespace, run_dir: RunFolder) -> set[str] | None:
     """The sample ids ``--sample``/``--limit`` pick in a run (None: no selection, all)."""
     patterns, limit = getattr(args, "sample", []), getattr(args, "limit", None)
     if not patterns and limit is None:
@@ -201,7 +209,7 @@ def check_runs(run_dirs: Sequence[Path]) -> None:
 
 
 def report_runs(
-    run_dirs: Sequence[Path], scorer: str | None, out: Path, seed: int
+    run_dirs: Sequence[Path | RunFolder], scorer: str | None, out: Path, seed: int
 ) -> tuple[str, dict[str, Path]]:
     from duplexsim.report.data import build_report
     from duplexsim.report.tables import terminal_report
@@ -214,7 +222,8 @@ def report_runs(
 def _report(args: argparse.Namespace) -> int:
     check_runs(args.run_dirs)
     out = args.out or args.run_dirs[0].parent / f"report-{time.strftime('%Y%m%d-%H%M%S')}"
-    text, paths = report_runs(args.run_dirs, args.scorer, out, args.seed)
+    runs = [run_folder(d, args) for d in args.run_dirs]
+    text, paths = report_runs(runs, args.scorer, out, args.seed)
     print(terminal_lines(text))  # run folders' text, shown as it is
     print("\nreport: " + ", ".join(str(p) for p in paths.values()))
     if "png_emotion" not in paths:

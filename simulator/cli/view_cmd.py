@@ -6,6 +6,8 @@ import argparse
 import math
 from pathlib import Path
 
+from duplexsim.cli.options import add_run_paths_argument, run_folder
+
 __all__ = ["register"]
 
 DEFAULT_MAX_EMBED_S = 600.0  # as duplexsim.viewer.write, without importing the viewer here
@@ -32,6 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(default {DEFAULT_MAX_EMBED_S:.0f}); above that the page plays the run folder's WAV "
         "files",
     )
+    add_run_paths_argument(p)
     p.set_defaults(func=_view)
 
 
@@ -49,7 +52,7 @@ def _view(args: argparse.Namespace) -> int:
     from duplexsim.viewer import write_view
 
     path = write_view(
-        args.run_dir,
+        run_folder(args.run_dir, args),
         args.out,
         sample=args.sample,
         scorer=args.scorer,

@@ -1,4 +1,4 @@
-"""The recording bundle of one session: its one reader and writer.
+"""The recording bundle of one session: its format and its writer.
 
     sessions/<sample-id>/
         input.wav     what was sent (context then silence), at the client's input rate
@@ -8,17 +8,20 @@
         meta.json     bundle version, kind, sample, model, settings, outcome, package versions
 
 A bundle is written into a hidden temporary folder and renamed into place, so a reader never sees
-half of one. Version 1 bundles (no ``kind``; a talk session was told apart only by its
-``reference: null``) read as version 2: ``read_meta_json`` upgrades them.
+half of one. Its files are read by ``duplexsim.core.runfolder`` (a run folder may come from
+elsewhere: every file is checked there); what they may hold is said here (``meta_json``,
+``bundle_meta``, ``event_problem``). Version 1 bundles (no ``kind``; a talk session was told
+apart only by its ``reference: null``) read as version 2: ``meta_json`` upgrades them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +36,10 @@ __all__ = [
     "BUNDLE_VERSION",
     "EVENTS",
     "INPUT",
+    "MAX_ATTEMPTS",
+    "MAX_CHUNK_SAMPLES",
+    "MAX_RATE",
+    "MAX_SESSION_S",
     "META",
     "OUTPUT",
     "STEREO",
@@ -40,10 +47,10 @@ __all__ = [
     "Kind",
     "SampleRef",
     "Tracks",
-    "is_bundle",
-    "read_events",
-    "read_meta",
-    "read_meta_json",
+    "bundle_meta",
+    "event_problem",
+    "meta_json",
+    "number_problem",
     "remove_unfinished",
     "write_bundle",
 ]
@@ -229,27 +236,91 @@ def _unfinished_of(name: str) -> set[str]:
     return ids - {""}
 
 
-# ---- reading ----------------------------------------------------------------------------------
+# ---- what a bundle may hold (``duplexsim.core.runfolder`` reads the files) -----------------------
+
+MAX_SESSION_S = 3600.0  # no session is longer: every time a bundle records lies within it
+MAX_RATE = 384_000  # Hz
+MAX_ATTEMPTS = 1000
+# one received message's samples: a 16 MiB WebSocket message of PCM16 (the largest we accept)
+MAX_CHUNK_SAMPLES = 1 << 23
+MAX_FRAME_N = int(MAX_SESSION_S * 1000)  # frames of at least 1 ms (``--frame-ms``)
+_TIME = (-MAX_SESSION_S, MAX_SESSION_S)
+# events.jsonl: the numbers each field may hold (where the field is there), as (low, high, int)
+EVENT_NUMBERS: dict[str, tuple[float, float, bool]] = {
+    "t": (*_TIME, False),
+    "due": (*_TIME, False),
+    "woke": (*_TIME, False),
+    "placed_s": (*_TIME, False),
+    "end_s": (*_TIME, False),
+    "offset_s": (*_TIME, False),  # null too: the server declared none
+    "n": (0, MAX_FRAME_N, True),
+    "samples": (0, MAX_CHUNK_SAMPLES, True),
+    "frame_ms": (1, 1000, False),
+    "input_rate": (1, MAX_RATE, True),
+    "output_rate": (1, MAX_RATE, True),
+}
+EVENT_FLAGS = ("silent", "final", "fatal", "retryable")
+EVENT_TEXTS = ("dir", "kind", "text", "message", "reason", "role", "source")
 
 
-def is_bundle(folder: Path) -> bool:
-    return (folder / META).is_file()
+def number_problem(value: object, low: float, high: float, integer: bool = False) -> str | None:
+    """Why ``value`` is not a number in [low, high] (an integer where ``integer``); None if it
+    is. Booleans, strings, NaN and infinities are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{_shown(value)} is not a number"
+    if integer and not isinstance(value, int) and not float(value).is_integer():
+        return f"{value!r} is not a whole number"
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if not low <= value <= high:
+        return f"{value!r} is out of range ({low:g} to {high:g})"
+    return None
 
 
-def read_meta_json(folder: Path) -> dict[str, Any]:
-    """meta.json as an object, upgraded to the current version (a ``kind``); ConfigError naming
-    the file when it cannot be read. For readers that show whatever is there (the viewer)."""
-    path = folder / META
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ConfigError(f"{path}: not a readable session bundle ({exc})") from None
+def _shown(value: object) -> str:
+    text = repr(value) if isinstance(value, str | bool) or value is None else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def event_problem(event: object) -> str | None:
+    """What is wrong with one line of events.jsonl (None: a usable event). Every event has a
+    time ``t``; the fields whose meaning is fixed (``EVENT_NUMBERS``, flags, texts) hold what a
+    recorded session can hold."""
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    if "t" not in event:
+        return "field 't' is missing"
+    for name, (low, high, integer) in EVENT_NUMBERS.items():
+        if name not in event or (name == "offset_s" and event[name] is None):
+            continue  # absent; a null offset: the server declared none
+        problem = number_problem(event[name], low, high, integer)
+        if problem:
+            return f"field '{name}': {problem}"
+    for name in EVENT_FLAGS:
+        if name in event and not isinstance(event[name], bool):
+            return f"field '{name}': {_shown(event[name])} is not true or false"
+    for name in EVENT_TEXTS:
+        if name in event and not isinstance(event[name], str):
+            return f"field '{name}': {_shown(event[name])} is not a string"
+    scores = event.get("scores")
+    if scores is not None and not (
+        isinstance(scores, dict)
+        and all(number_problem(v, -1e9, 1e9) is None for v in scores.values())
+    ):
+        return "field 'scores': not an object of finite numbers"
+    return None
+
+
+def meta_json(data: object, where: str) -> dict[str, Any]:
+    """meta.json's parsed JSON as an object, upgraded to the current version (a ``kind``);
+    ConfigError naming ``where`` when it is no bundle's meta.json. For readers that show
+    whatever is there (the viewer)."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: not a JSON object")
+        raise ConfigError(f"{where}: not a JSON object")
     version = data.get("bundle_version", 1)
-    if not isinstance(version, int) or version > BUNDLE_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version > BUNDLE_VERSION:
         raise ConfigError(
-            f"{path}: bundle_version {version!r} is newer than this duplexsim reads "
+            f"{where}: bundle_version {version!r} is newer than this duplexsim reads "
             f"(up to {BUNDLE_VERSION})"
         )
     if "kind" not in data:
@@ -264,16 +335,15 @@ def _v1_kind(sample: object) -> Kind:
     return "benchmark"
 
 
-def read_meta(folder: Path) -> BundleMeta:
-    """The typed meta.json of a bundle; ConfigError naming the file and field when it is off."""
-    data = read_meta_json(folder)
-    where = folder / META
+def bundle_meta(data: dict[str, Any], where: str) -> BundleMeta:
+    """The typed meta.json (as ``meta_json`` returns it); ConfigError naming the file and field
+    when it is off."""
     for name in _SECTIONS:
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{where}: field '{name}' is not an object")
     kind = data["kind"]
     if kind not in KINDS:
-        raise ConfigError(f"{where}: field 'kind' is {kind!r}, expected one of {KINDS}")
+        raise ConfigError(f"{where}: field 'kind' is {_shown(kind)}, expected one of {KINDS}")
     sample = _sample(data.get("sample", {}), kind, where)
     known = {"bundle_version", "kind", "run_id", "attempts", "input_rate", "output_rate"}
     return BundleMeta(
@@ -284,16 +354,16 @@ def read_meta(folder: Path) -> BundleMeta:
         outcome=data.get("outcome", {}),
         client=data.get("client", {}),
         capabilities=data.get("capabilities", {}),
-        attempts=_int(data, "attempts", where, 1),
-        input_rate=_int(data, "input_rate", where, None),
-        output_rate=_int(data, "output_rate", where, None),
+        attempts=_int(data, "attempts", where, 1, (1, MAX_ATTEMPTS)),
+        input_rate=_int(data, "input_rate", where, None, (1, MAX_RATE)),
+        output_rate=_int(data, "output_rate", where, None, (1, MAX_RATE)),
         packages=data.get("packages", {}),
         extra={k: v for k, v in data.items() if k not in known and k not in _SECTIONS},
         version=int(data.get("bundle_version", 1)),
     )
 
 
-def _sample(raw: Mapping[str, Any], kind: Kind, where: Path) -> SampleRef:
+def _sample(raw: Mapping[str, Any], kind: Kind, where: str) -> SampleRef:
     def text(name: str) -> str | None:
         value = raw.get(name)
         if value is not None and not isinstance(value, str):
@@ -301,8 +371,9 @@ def _sample(raw: Mapping[str, Any], kind: Kind, where: Path) -> SampleRef:
         return value
 
     start = raw.get("context_turn_start_s")
-    if start is not None and (isinstance(start, bool) or not isinstance(start, int | float)):
-        raise ConfigError(f"{where}: field 'sample.context_turn_start_s' is not a number")
+    problem = None if start is None else number_problem(start, 0.0, MAX_SESSION_S)
+    if problem:
+        raise ConfigError(f"{where}: field 'sample.context_turn_start_s': {problem}")
     sample_id = text("id")
     if not sample_id:
         raise ConfigError(f"{where}: field 'sample.id' is missing")
@@ -320,24 +391,16 @@ def _sample(raw: Mapping[str, Any], kind: Kind, where: Path) -> SampleRef:
     return ref
 
 
-def _int(data: Mapping[str, Any], name: str, where: Path, default: int | None) -> Any:
+def _int(
+    data: Mapping[str, Any],
+    name: str,
+    where: str,
+    default: int | None,
+    bounds: tuple[int, int],
+) -> Any:
     value = data.get(name, default)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{where}: field '{name}' is not an integer")
+    if value is not None and not bounds[0] <= value <= bounds[1]:
+        raise ConfigError(f"{where}: field '{name}': {value} is out of range {bounds}")
     return value
-
-
-def read_events(folder: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """(line number, event) for every line of events.jsonl; None for a line that is not a JSON
-    object (each reader decides what a bad line means). ConfigError if the file is unreadable."""
-    path = folder / EVENTS
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            event = None
-        yield lineno, event if isinstance(event, dict) else None

@@ -5,6 +5,7 @@ DuplexsimError
 │   ├── AudioFileError    an audio file that cannot be used, naming the file and the problem
 │   ├── BenchmarkError    every problem of a manifest at once, with line numbers
 │   └── ConfigError       a bad setting, profile or missing environment variable
+│       └── RunFolderError  a run folder's file that cannot be used (file, line, field)
 ├── StorageError          a file that cannot be written or read (disk full, read-only), by path
 └── SessionError          something went wrong talking to a model
     ├── ConnectError      could not connect or handshake (retryable unless auth)
@@ -31,6 +32,7 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "RemoteError",
+    "RunFolderError",
     "SessionError",
     "StorageError",
 ]
@@ -90,6 +92,16 @@ class BenchmarkError(InputError):
 
 class ConfigError(InputError):
     pass
+
+
+class RunFolderError(ConfigError):
+    """A file of a run folder that cannot be used as it is (a path leading out of the folder, a
+    FIFO, a file too large, a value out of range); the message names the file, and the line and
+    field where there is one. Run folders travel, so this is bad input, never a bug. What the
+    message quotes of the files stays on its one line (line breaks shown as ``\\n``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class StorageError(DuplexsimError):

@@ -14,9 +14,11 @@ import numpy as np
 
 from duplexsim.core.audio import read_audio, resample, write_audio
 from duplexsim.core.benchmark import MANIFEST_NAME, load_benchmark
-from duplexsim.core.bundle import INPUT, OUTPUT, is_bundle, read_meta  # FDB's names too
-from duplexsim.core.errors import ConfigError
+from duplexsim.core.bundle import INPUT, MAX_SESSION_S, META, OUTPUT  # FDB's names too
+from duplexsim.core.errors import AudioFileError, ConfigError, RunFolderError
 from duplexsim.core.files import write_text_atomic
+from duplexsim.core.runbench import RunBenchmark
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.export.fdbv15 import METADATA, exported_metadata, v15_fields
 from duplexsim.run.store import read_results
 
@@ -29,36 +31,59 @@ class FdbExport:
     skipped: dict[str, str]  # sample id -> why it has no folder
 
 
-def export_fdb(run_dir: Path, out: Path) -> FdbExport:
+def export_fdb(run_dir: RunFolder | Path, out: Path) -> FdbExport:
     """One ``<id>/`` folder per recorded session of ``run_dir``: the sample's own input audio as
     ``input.wav`` and the model's output, placed on the same timeline, resampled to the input's
-    rate and cut or padded to its length, as ``output.wav``."""
-    _, rows = read_results(run_dir)
+    rate and cut or padded to its length, as ``output.wav``. The input must be a file of the
+    run's benchmark (``simulator.runbench``)."""
+    run = RunFolder.of(run_dir)
+    meta, rows = read_results(run)
+    bench = RunBenchmark(run, meta)
     written, skipped = 0, {}
     for row in rows:
-        folder = run_dir / "sessions" / row.sample_id
-        if not is_bundle(folder):
-            skipped[row.sample_id] = f"no recording ({row.status})"
-            continue
-        meta = read_meta(folder)
-        context = meta.sample.context
-        if context is None:
-            skipped[row.sample_id] = "a live session: no input file"
-            continue
-        # a partner's session: the model heard the context and its clips (the bundle's input)
-        given = folder / INPUT if meta.extra.get("partner") else Path(context)
-        _write_pair(given, folder / OUTPUT, out / row.sample_id)
-        v15 = exported_metadata(meta, Path(context))
-        if v15 is not None:
-            write_text_atomic(out / row.sample_id / METADATA, json.dumps(v15, indent=2) + "\n")
-        written += 1
+        try:
+            why = _export_session(run, bench, row.sample_id, out)
+        except (RunFolderError, AudioFileError) as exc:  # this session's files: the others go on
+            why = str(exc)
+        if why is None:
+            written += 1
+        else:
+            skipped[row.sample_id] = why if why != _NO_RECORDING else f"{why} ({row.status})"
     return FdbExport(written, skipped)
+
+
+_NO_RECORDING = "no recording"
+
+
+def _export_session(run: RunFolder, bench: RunBenchmark, sample_id: str, out: Path) -> str | None:
+    """Write one session's pair; why not, when it has none to write."""
+    folder = run.session(sample_id)
+    if not run.is_bundle(folder):
+        return _NO_RECORDING
+    meta = run.meta(folder)
+    if meta.sample.context is None:
+        return "a live session: no input file"
+    context = bench.audio(meta.sample.context, f"{folder / META}: field 'sample.context'")
+    # a partner's session: the model heard the context and its clips (the bundle's input)
+    given = run.file(folder, INPUT) if meta.extra.get("partner") else context
+    output = run.file(folder, OUTPUT)
+    if context is None or given is None or output is None:
+        return f"{INPUT} or {OUTPUT} not recorded"
+    _write_pair(given, output, out / sample_id)  # a name: it stays in ``out``
+    try:
+        v15 = exported_metadata(meta, context)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise RunFolderError(f"{folder / META}: field 'outcome.partner': {exc!r}") from None
+    if v15 is not None:
+        text = json.dumps(v15, indent=2, allow_nan=False) + "\n"
+        write_text_atomic(out / sample_id / METADATA, text)
+    return None
 
 
 def _write_pair(context: Path, output: Path, dest: Path) -> None:
     # the input as it was, mono at its own rate (read_audio mixes channels down)
     given = read_audio(context)
-    reply = read_audio(output)
+    reply = read_audio(output, max_duration_s=MAX_SESSION_S)
     samples = resample(reply.samples, reply.sample_rate, given.sample_rate)
     n = len(given.samples)
     aligned = np.zeros(n, dtype=np.float32)

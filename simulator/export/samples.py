@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from duplexsim.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO, is_bundle, read_meta
+from duplexsim.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO
 from duplexsim.core.emotions import EMOTIONS
-from duplexsim.core.errors import ConfigError
+from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.shown import csv_cell
 from duplexsim.report.data import sample_scores
-from duplexsim.run.store import ResultRow, read_results
+from duplexsim.run.store import ResultRow, load_results
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.scoring.metrics import SampleScores
 
@@ -27,23 +28,28 @@ __all__ = ["FORMATS", "sample_records", "write_records"]
 FORMATS = ("jsonl", "csv")
 
 
-def sample_records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """One record per sample of the run, in sample-id order."""
-    meta, rows = read_results(run_dir)
-    caches = _caches(run_dir)
+def sample_records(run_dir: RunFolder | Path) -> Iterator[dict[str, Any]]:
+    """One record per sample of the run, in sample-id order; ``problems`` lists what could not
+    be used of its files (each value it names treated as missing), the others go on."""
+    run = RunFolder.of(run_dir)
+    results = load_results(run)
+    meta, rows = results.meta, results.rows
+    caches = _caches(run)
     # what the metrics see (a voice judged against its own register, the out-of-N reasons):
     # the export's top emotion and match are the report's
     judged = {name: _as_judged(rows, cache) for name, cache in caches.items()}
     for row in rows:
+        problems = list(results.problems.get(row.sample_id, []))
         record: dict[str, Any] = {
-            "run_id": meta.get("run_id", run_dir.name),
+            "run_id": meta.get("run_id", run.path.name),
             "model": meta.get("model", {}).get("name"),
             **dataclasses.asdict(row),  # result, timing and validity, whatever the row holds
-            "paths": _paths(run_dir, row),
+            "paths": _paths(run, row, problems),
             "scores": {
-                name: _scores(cache, row, judged[name].get(row.sample_id))
+                name: _scores(cache, row, judged[name].get(row.sample_id), problems)
                 for name, cache in caches.items()
             },
+            "problems": problems,
         }
         yield record
 
@@ -53,30 +59,42 @@ def _as_judged(rows: list[ResultRow], cache: ScoreCache) -> dict[str, SampleScor
     return {s.sample_id: s for s in samples}
 
 
-def _caches(run_dir: Path) -> dict[str, ScoreCache]:
-    names = sorted(p.stem for p in (run_dir / "scores").glob("*.json"))
-    return {n: ScoreCache(cache_path(run_dir, n), n) for n in names}
+def _caches(run: RunFolder) -> dict[str, ScoreCache]:
+    return {n: ScoreCache(cache_path(run, n), n) for n in run.scorers()}
 
 
-def _paths(run_dir: Path, row: ResultRow) -> dict[str, str | None]:
-    folder = run_dir / "sessions" / row.sample_id
-    if not is_bundle(folder):
+_FILES = {"input": INPUT, "output": OUTPUT, "stereo": STEREO, "events": EVENTS, "meta": META}
+
+
+def _paths(run: RunFolder, row: ResultRow, problems: list[str]) -> dict[str, str | None]:
+    """The session's files (those that are regular files inside the run folder) and the
+    benchmark files its meta.json names, as text: nothing is opened but meta.json."""
+    try:
+        folder = run.session(row.sample_id)
+        if not run.is_bundle(folder):
+            return {"bundle": None}
+        paths: dict[str, str | None] = {"bundle": str(folder)}
+        for key, name in _FILES.items():
+            path = run.file(folder, name)
+            paths[key] = None if path is None else str(path)
+        sample = run.meta(folder).sample
+    except InputError as exc:
+        problems.append(str(exc))
         return {"bundle": None}
-    files = {"input": INPUT, "output": OUTPUT, "stereo": STEREO, "events": EVENTS, "meta": META}
-    paths: dict[str, str | None] = {"bundle": str(folder)}
-    paths |= {k: str(folder / f) if (folder / f).exists() else None for k, f in files.items()}
-    sample = read_meta(folder).sample
-    paths |= {"context": sample.context, "reference": sample.reference}
-    return paths
+    return paths | {"context": sample.context, "reference": sample.reference}
 
 
-def _scores(cache: ScoreCache, row: ResultRow, judged: SampleScores | None) -> dict[str, Any]:
+def _scores(
+    cache: ScoreCache, row: ResultRow, judged: SampleScores | None, problems: list[str]
+) -> dict[str, Any]:
     """Reply and reference scores by dimension as the scorer gave them; the reply's top emotion
     among the 12 and whether it matches the reference emotion as the metrics judge them (None
     where there is no reply score, or the sample is out of N: ``out_of_n`` says why)."""
     out: dict[str, Any] = {}
     for part in ("reply", "reference"):
         key = f"{part}/{row.sample_id if part == 'reply' else row.sample}"  # trials share one
+        if key in cache.problems:
+            problems.append(f"{cache.path}: {key}: {cache.problems[key]} (left out)")
         values = cache.vector(key)
         dims = cache.dimensions_of(key)
         out[part] = None if values is None else dict(zip(dims, values, strict=True))

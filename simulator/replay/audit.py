@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from duplexsim.core.audio import read_audio
-from duplexsim.core.bundle import OUTPUT, BundleMeta, read_events
-from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.bundle import MAX_SESSION_S, OUTPUT, BundleMeta
+from duplexsim.core.errors import InputError, RunFolderError
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import (
     LatencyWindow,
     TimingBudget,
@@ -47,20 +48,28 @@ class TimingAudit:
         return diff is not None and abs(diff) > tolerance_ms
 
 
-def audit_bundle(bundle: Path, meta: BundleMeta) -> TimingAudit:
+def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -> TimingAudit:
+    """``run``: how the bundle's files are read (None: from inside the bundle itself)."""
+    run = run or RunFolder(bundle)
     settings = meta.settings
-    budget = TimingBudget(**settings.get("budget", {}))
+    try:
+        budget = TimingBudget(**settings.get("budget", {}))
+        vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
+    except (TypeError, ValueError) as exc:
+        raise RunFolderError(f"{bundle}: unusable recorded settings ({exc})") from None
     outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
-    check = _send_check(bundle, budget, _recorded_window(outcome, recorded))
+    check = _send_check(run, bundle, budget, _recorded_window(outcome, recorded))
     remeasured = None
     if outcome.get("status") != "failed":
-        vad = VadConfig(**{**BEFORE_RUN_RULE, **settings.get("vad", {})})
         try:
-            heard = read_audio(bundle / OUTPUT)
+            path = run.file(bundle, OUTPUT)
+            if path is None:
+                raise RunFolderError(f"{bundle / OUTPUT}: not recorded")
+            heard = read_audio(path, max_duration_s=MAX_SESSION_S)
         except InputError as exc:
-            raise ConfigError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
+            raise RunFolderError(f"{bundle}: cannot read {OUTPUT} ({exc})") from None
         again = measure_reply(
             heard.samples,
             heard.sample_rate,
@@ -99,7 +108,9 @@ def _recorded_window(outcome: Mapping[str, Any], onset_s: Any) -> _Span | None:
     )
 
 
-def _send_check(bundle: Path, budget: TimingBudget, span: _Span | None) -> TimingCheck:
+def _send_check(
+    run: RunFolder, bundle: Path, budget: TimingBudget, span: _Span | None
+) -> TimingCheck:
     """Each recorded send against the schedule (frame n due at n frames), not against the due
     time the session wrote beside it: a session whose clock or schedule went wrong shows here.
     The latency window's sends are taken from the files too, its stalls from the record."""
@@ -107,9 +118,7 @@ def _send_check(bundle: Path, budget: TimingBudget, span: _Span | None) -> Timin
     errors: list[float] = []
     lags: list[float] = []
     dues: list[float] = []
-    for _, event in read_events(bundle):
-        if event is None:
-            continue  # a line that is not an event: the readers of events report those
+    for event in run.strict_events(bundle):
         if event.get("kind") == "start":
             frame_s = float(event.get("frame_ms", 20)) / 1000.0
         elif event.get("dir") == "send" and "n" in event:

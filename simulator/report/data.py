@@ -3,7 +3,7 @@ summary from the run's results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +12,10 @@ import numpy as np
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.partnermetrics import PartnerRecord, PartnerSummary, StepResult, summarise_steps
 from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
 from duplexsim.report.items import Sources, benchmark_sources, run_agreement, run_items
-from duplexsim.run.store import ResultRow, read_results, session_key
+from duplexsim.run.store import ResultRow, load_results, session_key
 from duplexsim.run.summary import RunSummary, summarise_rows
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.scoring.compare import RunItems
@@ -46,6 +47,8 @@ class RunReport:
     items: RunItems | None = None  # per-sample figures for paired comparisons (None: none in N)
     agreement: TrialAgreement | None = None  # test-retest figures of a run with trials
     clusters_note: str | None = None  # why samples are not clustered by source_id (None: they are)
+    # values of the run's files that could not be used, by sample id ("": the run's metadata)
+    problems: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def group(self) -> tuple[str, ScorerIdentity]:
@@ -85,12 +88,13 @@ class RunReport:
             "trials": None if self.agreement is None else self.agreement.to_dict(),
             "clusters": self.clusters_note or "by source_id",
             "unscored": self.unscored,
+            "problems": self.problems,
             "provenance": self.provenance,
         }
 
 
-def available_scorers(run_dir: Path) -> list[str]:
-    return sorted(p.stem for p in (run_dir / "scores").glob("*.json"))
+def available_scorers(run: RunFolder | Path) -> list[str]:
+    return RunFolder.of(run).scorers()
 
 
 def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
@@ -142,6 +146,9 @@ def sample_scores(
             # a reply that exists but has no score is not silence: leave the sample out
             unscored[f"reply/{row.sample_id}"] = "no cached score"
             reference = None
+        for key in (f"reply/{row.sample_id}", f"reference/{row.sample_id}"):
+            if key in cache.problems and key in unscored:  # said better than "no score"
+                unscored[key] = f"unusable cached score ({cache.problems[key]})"
         samples.append(
             SampleScores(
                 sample_id=row.sample_id,
@@ -202,9 +209,12 @@ def _no_latency(r: StepResult) -> StepResult:
     return replace(r, stop_latency_s=None, response_latency_s=None, latency_s=None)
 
 
-def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunReport:
-    meta, rows = read_results(run_dir)
-    scorers = available_scorers(run_dir)
+def build_report(run_dir: RunFolder | Path, scorer: str | None, *, seed: int = 0) -> RunReport:
+    run = RunFolder.of(run_dir)
+    run_dir = run.path
+    results = load_results(run)
+    meta, rows = results.meta, results.rows
+    scorers = available_scorers(run)
     if scorer is None and not any(r.emotion for r in [*rows, *turn_rows(rows)]):
         scorer = NO_SCORER  # timing only: nothing emotional to score or report
     elif scorer is None:
@@ -216,7 +226,7 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
             f"{run_dir}: no scores from '{scorer}' "
             f"(run `duplexsim score {run_dir} --scorer {scorer}`)"
         )
-    cache = ScoreCache(cache_path(run_dir, scorer), scorer)
+    cache = ScoreCache(cache_path(run, scorer), scorer)
     samples, unscored = sample_scores(rows, cache)
     metrics = compute_metrics(samples, seed=seed)
     sources = (
@@ -246,6 +256,7 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         items=items,
         agreement=run_agreement(items),
         clusters_note=sources.note,
+        problems=results.problems,
     )
 
 

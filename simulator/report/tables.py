@@ -230,8 +230,17 @@ def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
         reasons = ", ".join(f"{reason} {len(ids)}" for reason, ids in out.items()) or "none"
         cut = r.timing.truncated
         truncated = f"; {cut} {'reply' if cut == 1 else 'replies'} truncated" if cut else ""
-        notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}")
+        notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}{_bad(r)}")
     return notes
+
+
+def _bad(report: RunReport) -> str:
+    """How many of a run's sessions had values that could not be used (treated as missing)."""
+    sessions = sum(1 for sample_id in report.problems if sample_id)
+    if not report.problems:
+        return ""
+    what = f"{sessions} session{'' if sessions == 1 else 's'}" if sessions else "its metadata"
+    return f"; unusable values in the files of {what} (see leaderboard.json)"
 
 
 def _per_emotion_rows(reports: Sequence[RunReport]) -> list[list[str]]:

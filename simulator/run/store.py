@@ -1,6 +1,7 @@
 """Run results in SQLite: one row per sample, committed only after its bundle is in place.
 
-A run directory may hold several result files (one per shard); readers merge them by run id.
+A run directory may hold several result files (one per shard); readers merge them by run id,
+and read every value as something that may have been edited by hand (``load_results``).
 """
 
 from __future__ import annotations
@@ -9,16 +10,23 @@ import dataclasses
 import json
 import sqlite3
 import typing
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from duplexsim.core import safejson
+from duplexsim.core.bundle import MAX_ATTEMPTS, MAX_SESSION_S, number_problem
+from duplexsim.core.emotions import EMOTION_NAMES
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.partnerfield import MAX_STEPS
+from duplexsim.core.partnermetrics import PartnerRecord
+from duplexsim.core.runfolder import RunFolder
 
 __all__ = [
     "ResultRow",
+    "RunResults",
     "RunStore",
+    "load_results",
     "read_results",
     "sample_of",
     "session_key",
@@ -186,33 +194,90 @@ def _row(values: tuple[Any, ...]) -> ResultRow:
     return replace(row, **flags) if flags else row
 
 
-def _store_files(run_dir: Path) -> Iterator[Path]:
-    yield from sorted(run_dir.glob("results*.sqlite"))
+# ---- reading a run's results, as run folders from elsewhere are read -------------------------
+
+MAX_TEXT = 1_000_000  # characters: a session's whole text budget
+_S = MAX_SESSION_S
+# the range of each number column (others: a duration, 0 to a session's length)
+_RANGES: dict[str, tuple[float, float]] = {
+    "attempts": (0, MAX_ATTEMPTS),
+    "latency_s": (-_S, _S),  # negative: the model spoke before Speaker A had finished
+    "wall_s": (0, _S * MAX_ATTEMPTS),
+    "bytes_sent": (0, 2**53),
+    "bytes_received": (0, 2**53),
+    **{name: (-_S * 1000, _S * 1000) for name in COLUMNS if name.endswith("_ms")},
+}
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "model": dict,
+    "benchmark": (dict, str),
+    "settings": dict,
+    "run": dict,
+    "created": str,
+    "duplexsim": str,
+    "packages": dict,
+}
 
 
-def read_results(run_dir: Path) -> tuple[dict[str, Any], list[ResultRow]]:
-    """Merged run metadata and rows from every result file in ``run_dir``."""
-    files = list(_store_files(run_dir))
-    if not files:
-        raise ConfigError(f"{run_dir}: not a run directory (no results*.sqlite)")
+@dataclass(frozen=True)
+class RunResults:
+    """A run's metadata and rows, every value typed; ``problems``: what was unusable, by sample
+    id ("" for the run's metadata), each value it names treated as missing."""
+
+    meta: dict[str, Any]
+    rows: list[ResultRow]
+    problems: dict[str, list[str]]
+
+
+def read_results(run: RunFolder | Path) -> tuple[dict[str, Any], list[ResultRow]]:
+    """Merged run metadata and rows from every result file of the run (see ``load_results``)."""
+    results = load_results(run)
+    return results.meta, results.rows
+
+
+def load_results(run: RunFolder | Path) -> RunResults:
+    """Merged run metadata and rows from every result file of the run, each value of the type
+    and range its column holds: a value that is not is treated as missing (NULL, or empty for a
+    column that cannot be) and said in ``problems``; a row without a usable sample id is left
+    out (said under "")."""
+    folder = RunFolder.of(run)
     meta: dict[str, Any] = {}
-    rows: dict[str, ResultRow] = {}
-    for file in files:
-        try:
-            store = RunStore(file)
-        except ConfigError:  # read-only media: read it as it is
-            file_meta, file_rows = _read_only(file)
-        else:
-            try:
-                file_meta, file_rows = store.meta(), store.rows()
-            finally:
-                store.close()
-        meta = meta or file_meta
-        rows.update((row.sample_id, row) for row in file_rows)
-    return meta, sorted(rows.values(), key=lambda r: r.sample_id)
+    rows: dict[str, tuple[ResultRow, list[str]]] = {}
+    run_problems: list[str] = []
+    for file in folder.store_files():
+        pairs, raw_rows = _read_store(file)
+        meta = meta or _typed_meta(pairs, file, run_problems)
+        for values in raw_rows:
+            notes: list[str] = []
+            row = _typed_row(values, file, notes)
+            if row is None:
+                run_problems += notes
+            else:
+                rows[row.sample_id] = (row, notes)
+    problems = {sid: notes for sid, (_, notes) in rows.items() if notes}
+    if run_problems:
+        problems[""] = run_problems
+    ordered = [row for _, (row, _) in sorted(rows.items())]
+    return RunResults(meta, ordered, problems)
 
 
-def _read_only(path: Path) -> tuple[dict[str, Any], list[ResultRow]]:
+def _read_store(path: Path) -> tuple[list[tuple[Any, Any]], list[tuple[Any, ...]]]:
+    """The raw (key, value) pairs of run_meta and the raw rows of results."""
+    try:
+        store = RunStore(path)
+    except ConfigError:  # read-only media: read it as it is
+        return _read_only(path)
+    try:
+        pairs = list(store.db.execute("SELECT key, value FROM run_meta"))
+        cur = store.db.execute(f"SELECT {', '.join(COLUMNS)} FROM results ORDER BY sample_id")
+        return pairs, list(cur)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot read run results ({exc})") from None
+    finally:
+        store.close()
+
+
+def _read_only(path: Path) -> tuple[list[tuple[Any, Any]], list[tuple[Any, ...]]]:
     """A store read without writing anything: on read-only media a WAL database cannot make
     its shared-memory file, so it is opened as immutable; columns it predates read as empty."""
     try:
@@ -225,10 +290,134 @@ def _read_only(path: Path) -> tuple[dict[str, Any], list[ResultRow]]:
             name if name in have else ("NULL" if nullable else "''" if sql == "TEXT" else "0")
             for name, sql, nullable in _COLUMNS
         ]
-        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM run_meta")}
+        pairs = list(db.execute("SELECT key, value FROM run_meta"))
         cur = db.execute(f"SELECT {', '.join(picks)} FROM results ORDER BY sample_id")
-        return meta, [_row(values) for values in cur]
+        return pairs, list(cur)
     except sqlite3.Error as exc:
         raise ConfigError(f"{path}: cannot read run results ({exc})") from None
     finally:
         db.close()
+
+
+def _typed_meta(pairs: list[tuple[Any, Any]], file: Path, problems: list[str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for key, text in pairs:
+        where = f"{file.name}: run_meta {str(key)[:40]!r}"
+        if not isinstance(key, str) or not isinstance(text, str):
+            problems.append(f"{where}: not text (left out)")
+            continue
+        try:
+            value = safejson.loads(text)
+        except safejson.JsonError as exc:
+            problems.append(f"{where}: {exc} (left out)")
+            continue
+        wanted = _META_TYPES.get(key)
+        if wanted is not None and not isinstance(value, wanted):
+            problems.append(f"{where}: not a {_type_names(wanted)} (left out)")
+            continue
+        meta[key] = value
+    return meta
+
+
+def _type_names(wanted: type | tuple[type, ...]) -> str:
+    names: dict[type, str] = {dict: "JSON object", str: "string"}
+    kinds = wanted if isinstance(wanted, tuple) else (wanted,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _typed_row(values: tuple[Any, ...], file: Path, notes: list[str]) -> ResultRow | None:
+    """The row with each value of its column's type and range (see ``load_results``)."""
+    sample_id = values[0]
+    if not isinstance(sample_id, str) or not sample_id or len(sample_id) > MAX_TEXT:
+        notes.append(f"{file.name}: a row whose sample_id is not a usable text (left out)")
+        return None
+    fields: dict[str, Any] = {}
+    for (name, sql, nullable), value in zip(_COLUMNS, values, strict=True):
+        problem = _value_problem(name, sql, value)
+        if problem is not None:
+            notes.append(f"{file.name}: field '{name}': {problem} (treated as missing)")
+            value = None if nullable else ("" if sql == "TEXT" else 0)
+        elif name in _BOOLS and value is not None:
+            value = bool(value)  # SQLite keeps booleans as 0 and 1
+        elif value is not None and not isinstance(value, str):
+            value = float(value) if sql == "REAL" else int(value)
+        fields[name] = value
+    _enumerated(fields, file, notes)
+    return ResultRow(**fields)
+
+
+STATUSES = ("ok", "no-reply", "failed")
+
+
+def _enumerated(fields: dict[str, Any], file: Path, notes: list[str]) -> None:
+    """The columns that name one of a few things: a status, and an emotion (one of the 12, or
+    none: a sample without a reference) that comes with its language."""
+    if fields["status"] not in STATUSES:
+        notes.append(
+            f"{file.name}: field 'status': {str(fields['status'])[:40]!r} is not one of "
+            f"{', '.join(STATUSES)} (treated as failed)"
+        )
+        fields["status"] = "failed"
+    emotion = fields["emotion"]
+    if emotion and (emotion not in EMOTION_NAMES or not fields["language"]):
+        why = "has no language" if emotion in EMOTION_NAMES else "is not one of the 12 emotions"
+        notes.append(
+            f"{file.name}: field 'emotion': {emotion[:40]!r} {why} (treated as no reference)"
+        )
+        fields["emotion"] = ""
+
+
+def _value_problem(name: str, sql: str, value: object) -> str | None:
+    if value is None:
+        return None  # a NULL where the column cannot hold one reads as SQLite gives it
+    if sql == "TEXT":
+        if not isinstance(value, str):
+            return f"a {type(value).__name__}, not text"
+        if len(value) > MAX_TEXT:
+            return f"{len(value):,} characters, more than {MAX_TEXT:,}"
+        return _partner_problem(value) if name == "partner" else None
+    if name in _BOOLS:
+        return (
+            None if value in (0, 1) and not isinstance(value, float) else f"{value!r} is not 0 or 1"
+        )
+    low, high = _RANGES.get(name, (0, _S))
+    return number_problem(value, low, high, integer=sql == "INTEGER")
+
+
+def _partner_problem(text: str) -> str | None:
+    """Why a ``partner`` value is no record a partner's session writes (None: it is one)."""
+    try:
+        data = safejson.loads(text)
+        record = PartnerRecord.from_json(text)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"not a partner record ({type(exc).__name__}: {str(exc)[:80]})"
+    bad = _bad_number(data)
+    if bad is not None:
+        return f"not a partner record ({bad})"
+    for t in record.turns:
+        wrong = [
+            number_problem(t.turn, 0, MAX_STEPS, integer=True),
+            number_problem(t.step, 0, MAX_STEPS, integer=True),
+            None if t.emotion is None or t.emotion in EMOTION_NAMES else "an unknown emotion",
+            *(number_problem(v, 0, _S) for v in (t.onset_s, t.duration_s) if v is not None),
+        ]
+        problem = next((w for w in wrong if w), None)
+        if problem:
+            return f"not a partner record (turn: {problem})"
+    return None
+
+
+def _bad_number(value: Any) -> str | None:
+    """The first number in a JSON value that no session's times, counts or steps reach."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            problem = number_problem(item, -_S * 1000, _S * 1000)
+            if problem:
+                return problem
+    return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -23,11 +24,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.core.audio import read_audio, resample
-from duplexsim.core.bundle import OUTPUT, read_meta
-from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.bundle import MAX_SESSION_S, META, OUTPUT
+from duplexsim.core.errors import ConfigError, InputError, RunFolderError
 from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import ScorerIdentity
-from duplexsim.run.store import ResultRow, read_results, session_key
+from duplexsim.core.runbench import RunBenchmark
+from duplexsim.core.runfolder import RunFolder
+from duplexsim.run.store import ResultRow, load_results, session_key
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.runscores.references import References
 from duplexsim.scoring.models.base import MAX_CLIP_S, SAMPLE_RATE
@@ -51,6 +54,7 @@ Scorer = Callable[[list[NDArray[np.float32]]], Awaitable[Sequence[ScoreLike]]]
 class ClipJob:
     key: str  # "reply/<session key>" or "reference/<sample-id>" (one for all its trials)
     samples: NDArray[np.float32]
+    path: Path | None = None  # the file it was cut from
 
     @property
     def digest(self) -> str:
@@ -80,93 +84,129 @@ def cut_reply(
     return resample(output[lo:hi], rate, SAMPLE_RATE)[: int(MAX_CLIP_S * SAMPLE_RATE)]
 
 
-def _reply_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
-    if row.status != "ok" or row.onset_s is None or row.reply_duration_s is None or not row.bundle:
+def _reply_job(run: RunFolder, row: ResultRow) -> ClipJob | None:
+    if row.status != "ok" or row.onset_s is None or row.reply_duration_s is None:
         return None
-    audio = read_audio(run_dir / row.bundle / OUTPUT, max_duration_s=3600)
+    folder = run.bundle(row.bundle, f"results: session {row.sample_id}")
+    path = None if folder is None else run.file(folder, OUTPUT)
+    if path is None:
+        raise ConfigError(f"{run}: session {row.sample_id} has no recorded {OUTPUT}")
+    audio = read_audio(path, max_duration_s=MAX_SESSION_S)
     clip = cut_reply(audio.samples, audio.sample_rate, row.onset_s, row.reply_duration_s)
-    return ClipJob(f"reply/{row.sample_id}", clip)
+    return ClipJob(f"reply/{row.sample_id}", clip, path)
 
 
-def _reference_job(run_dir: Path, row: ResultRow) -> ClipJob | None:
-    if not row.bundle:
-        raise ConfigError(f"{run_dir}: session {row.sample_id} has no recording bundle")
-    sample = read_meta(run_dir / row.bundle).sample
+def _reference_job(run: RunFolder, row: ResultRow, bench: RunBenchmark) -> ClipJob | None:
+    folder = run.bundle(row.bundle, f"results: session {row.sample_id}")
+    if folder is None:
+        raise ConfigError(f"{run}: session {row.sample_id} has no recording bundle")
+    sample = run.meta(folder).sample
     if sample.kind == "live":
         return None  # a person's turn (``talk``): nothing to mirror, only its reply is scored
-    if sample.reference is None:
+    path = bench.audio(sample.reference, f"{folder}/meta.json: field 'sample.reference'")
+    if path is None:
         return None  # a timing-only sample: nothing to mirror
-    audio = read_audio(sample.reference, sample_rate=SAMPLE_RATE)
+    audio = read_audio(path, sample_rate=SAMPLE_RATE)
     clip = audio.samples[: int(MAX_CLIP_S * SAMPLE_RATE)]
-    return ClipJob(f"reference/{row.sample}", clip)
+    return ClipJob(f"reference/{row.sample}", clip, path)
 
 
-def _timing_only(run_dir: Path, row: ResultRow) -> bool:
+def _timing_only(run: RunFolder, row: ResultRow) -> bool:
     """A benchmark sample without emotion and reference: timed, with nothing emotional to score."""
-    if not row.bundle:
-        return False
     try:
-        sample = read_meta(run_dir / row.bundle).sample
+        folder = run.bundle(row.bundle, f"results: session {row.sample_id}")
+        sample = None if folder is None else run.meta(folder).sample
     except InputError:
         return False  # the reference job reports the problem
-    return sample.kind == "benchmark" and sample.reference is None
+    return sample is not None and sample.kind == "benchmark" and sample.reference is None
 
 
-def _turn_jobs(run_dir: Path, row: ResultRow, references: set[str]) -> list[ClipJob]:
+def _turn_jobs(
+    run: RunFolder, row: ResultRow, bench: RunBenchmark, references: set[str]
+) -> list[ClipJob]:
     """A partner's next turns that name an emotion: each reply, and the reference its step
     names (``<sample id>.turn<k>``: scored like a sample of its own; a trial's turn replies are
-    ``<sample id>.turn<k>.trial<t>``, and its trials share the turn's reference)."""
-    if row.partner is None or row.status == "failed" or not row.bundle:
+    ``<sample id>.turn<k>.trial<t>``, and its trials share the turn's reference, a file of the
+    run's benchmark)."""
+    if row.partner is None or row.status == "failed":
         return []
     turns = [t for t in PartnerRecord.from_json(row.partner).turns if t.emotion]
-    if not turns:
+    folder = run.bundle(row.bundle, f"results: session {row.sample_id}")
+    if not turns or folder is None:
         return []
-    script = read_meta(run_dir / row.bundle).extra.get("partner") or []
-    audio = read_audio(run_dir / row.bundle / OUTPUT, max_duration_s=3600)
+    where = f"{folder / META}: field 'partner'"
+    script = run.meta(folder).extra.get("partner") or []
+    if not isinstance(script, list):
+        raise RunFolderError(f"{where}: not a list of steps")
+    path = run.file(folder, OUTPUT)
+    if path is None:
+        raise RunFolderError(f"{folder / OUTPUT}: not recorded")
+    audio = read_audio(path, max_duration_s=MAX_SESSION_S)
     jobs = []
     for t in turns:
         key = t.key(row.sample)
         if t.onset_s is not None and t.duration_s is not None:
             clip = cut_reply(audio.samples, audio.sample_rate, t.onset_s, t.duration_s)
-            jobs.append(ClipJob(f"reply/{session_key(key, row.trial or 1)}", clip))
+            jobs.append(ClipJob(f"reply/{session_key(key, row.trial or 1)}", clip, path))
         if key in references:
             continue
         references.add(key)
-        reference = script[t.step].get("reference") if t.step < len(script) else None
-        if reference is None:
-            raise ConfigError(f"{run_dir / row.bundle}: turn {t.turn} names no reference")
-        ref = read_audio(reference, sample_rate=SAMPLE_RATE).samples
-        jobs.append(ClipJob(f"reference/{key}", ref[: int(MAX_CLIP_S * SAMPLE_RATE)]))
+        step = script[t.step] if 0 <= t.step < len(script) else None
+        reference = step.get("reference") if isinstance(step, dict) else None
+        if not isinstance(reference, str):
+            raise RunFolderError(f"{where}: turn {t.turn} names no reference")
+        ref_path = bench.audio(reference, f"{where}[{t.step}].reference'")
+        assert ref_path is not None
+        ref = read_audio(ref_path, sample_rate=SAMPLE_RATE).samples
+        jobs.append(ClipJob(f"reference/{key}", ref[: int(MAX_CLIP_S * SAMPLE_RATE)], ref_path))
     return jobs
 
 
-def collect_clips(run_dir: Path) -> tuple[list[ClipJob], dict[str, str]]:
+def collect_clips(run: RunFolder | Path) -> tuple[list[ClipJob], dict[str, str]]:
     """Every reply and reference of a run (a partner's next turns too), and the problems of
     those that cannot be cut."""
-    _, rows = read_results(run_dir)
+    jobs, problems, _ = _collect(RunFolder.of(run))
+    return jobs, problems
+
+
+def _collect(run: RunFolder) -> tuple[list[ClipJob], dict[str, str], RunBenchmark]:
+    results = load_results(run)
+    bench = RunBenchmark(run, results.meta)
     jobs: list[ClipJob] = []
     problems: dict[str, str] = {}
     references: set[str] = set()  # a sample's trials share its reference: cut it once
-    for row in rows:
+    for row in results.rows:
         try:
-            jobs += _turn_jobs(run_dir, row, references)
+            jobs += _turn_jobs(run, row, bench, references)
         except InputError as exc:
             problems[f"turns/{row.sample_id}"] = str(exc)
-        if row.status == "failed" or (not row.emotion and _timing_only(run_dir, row)):
+        if row.status == "failed" or (not row.emotion and _timing_only(run, row)):
             continue
-        for kind, make in (("reply", _reply_job), ("reference", _reference_job)):
-            if kind == "reference" and row.sample in references:
-                continue
-            try:
-                job = make(run_dir, row)
-            except InputError as exc:
-                problems[f"{kind}/{row.sample_id if kind == 'reply' else row.sample}"] = str(exc)
-                continue
-            if kind == "reference":
-                references.add(row.sample)
-            if job is not None:
-                jobs.append(job)
-    return jobs, problems
+        unusable = results.problems.get(row.sample_id)
+        if unusable:  # the value its reply is cut by may be the one left out
+            problems[f"reply/{row.sample_id}"] = "; ".join(unusable)
+        else:
+            _add(jobs, problems, f"reply/{row.sample_id}", partial(_reply_job, run, row))
+        if row.sample not in references:
+            references.add(row.sample)
+            make = partial(_reference_job, run, row, bench)
+            _add(jobs, problems, f"reference/{row.sample}", make)
+    return jobs, problems, bench
+
+
+def _add(
+    jobs: list[ClipJob],
+    problems: dict[str, str],
+    key: str,
+    make: Callable[[], ClipJob | None],
+) -> None:
+    try:
+        job = make()
+    except InputError as exc:
+        problems[key] = str(exc)
+        return
+    if job is not None:
+        jobs.append(job)
 
 
 PROBE_S = 1.0
@@ -199,7 +239,7 @@ def _identity(scorer: str, result: ScoreLike) -> ScorerIdentity:
 
 
 async def score_run(
-    run_dir: Path,
+    run_dir: RunFolder | Path,
     scorer: str,
     score: Scorer,
     *,
@@ -213,14 +253,15 @@ async def score_run(
     than the probe's (workers set up differently) are a ConfigError: never mixed in a cache.
     ``samples`` (None: all) are the sample ids to score.
     """
-    jobs, errors = collect_clips(run_dir)
+    run = RunFolder.of(run_dir)
+    jobs, errors, bench = _collect(run)
     if samples is not None:  # keys are "reply/<id>" and "reference/<id>"
         jobs = [j for j in jobs if j.key.partition("/")[2] in samples]
         errors = {k: e for k, e in errors.items() if k.partition("/")[2] in samples}
     identity = await identify(scorer, score)
-    cache = ScoreCache(cache_path(run_dir, scorer), identity, fresh=rescore)
+    cache = ScoreCache(cache_path(run, scorer), identity, fresh=rescore)
     cached = sum(1 for job in jobs if cache.get(job.key, job.digest) is not None)
-    refs = References.for_run(run_dir, identity, fresh=rescore)
+    refs = References.for_run(bench, identity, fresh=rescore)
     shared = refs.fill(cache, [j for j in jobs if cache.get(j.key, j.digest) is None])
     todo = [job for job in jobs if cache.get(job.key, job.digest) is None]
     done = 0
@@ -251,7 +292,9 @@ async def score_run(
     )
 
 
-def _check_identity(probed: ScorerIdentity, fresh: ScorerIdentity, run_dir: Path) -> None:
+def _check_identity(
+    probed: ScorerIdentity, fresh: ScorerIdentity, run_dir: RunFolder | Path
+) -> None:
     if fresh != probed:
         raise ConfigError(
             f"{run_dir}: {probed.name} scores came back from {probed.label()} and from "

@@ -4,15 +4,21 @@ A run: its result rows and, when it has been scored, the report's metrics and ea
 emotion scores (joined by ``duplexsim.report.data``, never recomputed here). A session: its row,
 its bundle's settings, both tracks at 16 kHz with their voice activity, the protocol events, and the
 traffic in both directions. Whatever is missing or unreadable (a bundle, a track, an event line, a
-setting that is not a finite number where one belongs) is noted and left out, so a failed session
-still has a page that says why.
+setting that is not a finite number where one belongs, a path that leads out of the run folder)
+is noted and left out, so a failed session still has a page that says why.
+
+Everything is read through ``duplexsim.core.runfolder`` (the run may come from elsewhere) and in
+bounded memory whatever the session's length: events are streamed (at most ``MAX_MARKERS`` of
+them drawn, with a note), and a track too long to embed is drawn block by block.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import heapq
 import math
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,27 +28,20 @@ import soundfile as sf
 from numpy.typing import NDArray
 
 from duplexsim.core.audio import read_audio
-from duplexsim.core.bundle import (
-    EVENTS,
-    INPUT,
-    META,
-    OUTPUT,
-    STEREO,
-    is_bundle,
-    read_events,
-    read_meta_json,
-)
+from duplexsim.core.bundle import EVENTS, INPUT, MAX_SESSION_S, META, OUTPUT, STEREO
 from duplexsim.core.emotions import EMOTION_NAMES
-from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.errors import InputError
 from duplexsim.core.provenance import model_label
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import speech_end
 from duplexsim.core.vad import BEFORE_RUN_RULE, Segment, VadConfig, frame_flags, segments
 from duplexsim.report.data import RunReport, available_scorers, build_report, sample_scores
-from duplexsim.run.store import MEASURES, ResultRow, read_results
+from duplexsim.run.store import ResultRow, load_results
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.scoring.metrics import top_emotions
 from duplexsim.viewer.envelope import Envelope, density, envelope
 from duplexsim.viewer.layout import page_names
+from duplexsim.viewer.stream import drawn_track
 
 __all__ = [
     "AUDIO_RATE",
@@ -62,10 +61,10 @@ TRAFFIC_BIN_S = 0.1
 LATE_SEND_MS = 10.0  # a send this late is marked on the traffic strip
 MAX_LATE_SENDS = 500
 MAX_MARKERS = 2000
-MAX_AUDIO_S = 3600.0
+MAX_DETAIL = 400  # characters of an event's detail shown (a transcript may be a book long)
+MAX_AUDIO_S = MAX_SESSION_S
 # the bundle's files for each player: user, model, and both (stereo: user left, model right)
 AUDIO_FILES = {"user": INPUT, "model": OUTPUT, "both": STEREO}
-_ROW_NUMBERS = MEASURES
 FloatArray = NDArray[np.float32]
 
 
@@ -112,7 +111,13 @@ class RunView:
     report: RunReport | None  # None: the run has not been scored
     scores: dict[str, EmotionScores] = field(default_factory=dict)
     pages: dict[str, str] = field(default_factory=dict)  # sample id -> its page's file name
-    row_notes: dict[str, list[str]] = field(default_factory=dict)  # unusable values in a row
+    # unusable values in a row, by sample id ("": in the run's metadata)
+    row_notes: dict[str, list[str]] = field(default_factory=dict)
+    folder: RunFolder | None = None  # how its files are read (None: as a run from anywhere)
+
+    @property
+    def source(self) -> RunFolder:
+        return self.folder or RunFolder(self.run_dir)
 
     def page(self, sample_id: str) -> str:
         """The session page's file name, unique within the run (see ``layout.page_names``)."""
@@ -132,17 +137,18 @@ class RunView:
         return (ids[i - 1] if i > 0 else None, ids[i + 1] if i + 1 < len(ids) else None)
 
 
-def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
+def load_run(run_dir: RunFolder | Path, scorer: str | None = None) -> RunView:
     """The run's rows and, when scored, its report and per-sample scores (``scorer`` as for
     ``duplexsim report``: by default the comparable scorer when cached, else the first)."""
-    meta, raw_rows = read_results(run_dir)
-    row_notes: dict[str, list[str]] = {}
-    rows = [_clean_row(row, row_notes.setdefault(row.sample_id, [])) for row in raw_rows]
+    folder = RunFolder.of(run_dir)
+    run_dir = folder.path
+    results = load_results(folder)
+    meta, rows = results.meta, results.rows
     report: RunReport | None = None
     scores: dict[str, EmotionScores] = {}
-    if scorer is not None or available_scorers(run_dir):
-        report = build_report(run_dir, scorer)
-        cache = ScoreCache(cache_path(run_dir, report.scorer), report.scorer)
+    if scorer is not None or available_scorers(folder):
+        report = build_report(folder, scorer)
+        cache = ScoreCache(cache_path(folder, report.scorer), report.scorer)
         status = {row.sample_id: row.status for row in rows}
         for s in sample_scores(rows, cache)[0]:  # rows without a reference have no entry
             scores[s.sample_id] = EmotionScores(
@@ -165,7 +171,8 @@ def load_run(run_dir: Path, scorer: str | None = None) -> RunView:
         report,
         scores,
         page_names(row.sample_id for row in rows),
-        {k: v for k, v in row_notes.items() if v},
+        results.problems,
+        folder,
     )
 
 
@@ -180,20 +187,6 @@ def _number(value: object) -> float | None:
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
     value = data.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def _clean_row(row: ResultRow, notes: list[str]) -> ResultRow:
-    """The row with every number that is not a finite number treated as missing (and noted)."""
-    bad = [
-        name
-        for name in _ROW_NUMBERS
-        if getattr(row, name) is not None and _number(getattr(row, name)) is None
-    ]
-    if not bad:
-        return row
-    notes.append(f"results: {', '.join(bad)} not a finite number (treated as missing)")
-    missing: dict[str, Any] = dict.fromkeys(bad)
-    return dataclasses.replace(row, **missing)
 
 
 def _reply_vector(cache: ScoreCache, sample_id: str) -> tuple[float, ...] | None:
@@ -284,32 +277,28 @@ class SessionView:
 
 def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = None) -> SessionView:
     """The session's page data. ``max_embed_s``: the most seconds of audio (the three players
-    together) the page may embed; above it the tracks' samples are dropped once drawn, and the page
-    plays the bundle's own files. None: always embed."""
+    together) the page may embed; above it the tracks are drawn block by block and not kept,
+    and the page plays the bundle's own files. None: always embed."""
     row = run.row(sample_id)
     notes: list[str] = list(run.row_notes.get(sample_id, []))
-    folder = run.run_dir / row.bundle if row.bundle else None
-    if folder is None or not is_bundle(folder):
-        notes.append("no recording bundle for this session")
-        folder = None
-    meta = _read_meta(folder, notes) if folder else {}
+    source = run.source
+    folder = _bundle(source, row, notes)
+    meta = _read_meta(source, folder, notes) if folder else {}
     vad = _vad_config(meta, notes)
-    files = {k: folder / name for k, name in AUDIO_FILES.items()} if folder else {}
-    files = {k: path for k, path in files.items() if path.is_file()}
+    files = _files(source, folder, notes) if folder else {}
     audio_s = _audio_seconds(files)
     embed = max_embed_s is None or audio_s <= max_embed_s
-    user = _track(folder, INPUT, vad, notes)
+    user = _track(files.get("user"), vad, notes, embed)
     end_s, measured = row.speech_end_s, False
-    if end_s is None and user is not None and user.samples is not None:
-        end_s, measured = speech_end(user.samples, AUDIO_RATE, vad), True
+    if end_s is None and user is not None:
+        end_s, measured = _measured_end(user, vad), True
     if user is not None and not embed:
         user = dataclasses.replace(user, samples=None)  # drawn; the page links input.wav
-    model = _track(folder, OUTPUT, vad, notes)
-    if model is not None and not embed:
-        model = dataclasses.replace(model, samples=None)
-    events = _read_events(folder, notes) if folder else []
+    model = _track(files.get("model"), vad, notes, embed)
+    events = _read_events(source, folder, notes) if folder else None
     window = _sample_number(meta, "context_turn_start_s", notes)
-    times = [t.duration_s for t in (user, model) if t] + [float(e["t"]) for e in events[-1:]]
+    times = [t.duration_s for t in (user, model) if t]
+    times += [events.last_t] if events is not None and events.count else []
     if times:  # the recording, and every instant marked on it, so none falls off the end
         times += [t for t in (end_s, window) if t is not None]
     duration = max([0.0, *times])
@@ -322,11 +311,11 @@ def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = No
         speech_end_s=end_s,
         speech_end_measured=measured and end_s is not None,
         window_start_s=window,
-        markers=_markers(events, notes),
-        traffic=_traffic(events, duration) if events else None,
+        markers=_markers(events, notes) if events else [],
+        traffic=_traffic(events, duration) if events is not None and events.count else None,
         scores=run.scores.get(sample_id),
         notes=notes,
-        files=files,
+        files={k: v for k, v in files.items() if k in AUDIO_FILES},
         embedded=embed,
         audio_s=audio_s,
         partner=_partner(meta),
@@ -334,24 +323,77 @@ def load_session(run: RunView, sample_id: str, *, max_embed_s: float | None = No
 
 
 def _partner(meta: dict[str, Any]) -> tuple[PartnerMark, ...]:
-    """The steps of a partner that fired, with the model's reply to each turn they made."""
-    outcome = meta.get("outcome") if isinstance(meta.get("outcome"), dict) else {}
-    assert isinstance(outcome, dict)
-    turns = {t.get("turn"): t for t in outcome.get("turns") or [] if isinstance(t, dict)}
+    """The steps of a partner that fired, with the model's reply to each turn they made (a
+    step whose times are not finite numbers is left out; a reply's onset, treated as
+    missing)."""
+    outcome = _section(meta, "outcome")
+    turns = {
+        t["turn"]: t
+        for t in _list(outcome.get("turns"))
+        if isinstance(t, dict) and isinstance(t.get("turn"), int)
+    }
     marks = []
-    for e in outcome.get("partner") or []:
+    for e in _list(outcome.get("partner")):
         if not isinstance(e, dict) or not e.get("fired"):
             continue
-        try:
-            at, end = float(e["at_s"]), float(e["clip_end_s"])
-        except (KeyError, TypeError, ValueError):
+        at, end = _number(e.get("at_s")), _number(e.get("clip_end_s"))
+        if at is None or end is None:
             continue
-        turn = e.get("opens_turn")
-        onset = turns.get(turn, {}).get("onset_s") if turn is not None else None
+        turn = e.get("opens_turn") if isinstance(e.get("opens_turn"), int) else None
+        onset = _number(turns.get(turn, {}).get("onset_s")) if turn is not None else None
         marks.append(
-            PartnerMark(at, end, str(e.get("partner")), str(e.get("why", "")), turn, onset)
+            PartnerMark(
+                at,
+                end,
+                _clipped(str(e.get("partner"))),
+                _clipped(str(e.get("why", ""))),
+                turn,
+                onset,
+            )
         )
     return tuple(marks)
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _bundle(source: RunFolder, row: ResultRow, notes: list[str]) -> Path | None:
+    try:
+        folder = source.bundle(row.bundle, "results")
+        found = folder is not None and source.is_bundle(folder)
+    except InputError as exc:
+        notes.append(str(exc))
+        return None
+    if not found:
+        notes.append("no recording bundle for this session")
+        return None
+    return folder
+
+
+def _files(source: RunFolder, folder: Path, notes: list[str]) -> dict[str, Path]:
+    """The players' files that are there (a note for each that leads out or is no file)."""
+    found = {}
+    for key, name in AUDIO_FILES.items():
+        try:
+            path = source.file(folder, name)
+        except InputError as exc:
+            notes.append(str(exc))
+            continue
+        if path is None:
+            if key != "both":
+                notes.append(f"{name}: not recorded")
+            continue
+        found[key] = path
+    return found
+
+
+def _measured_end(user: Track, vad: VadConfig) -> float | None:
+    """Where Speaker A's speech ends, measured: to the sample when the track is held, else at
+    the end of its last voiced frame."""
+    if user.samples is not None:
+        return speech_end(user.samples, AUDIO_RATE, vad)
+    return user.vad[-1].end_s if user.vad else None
 
 
 def _audio_seconds(files: dict[str, Path]) -> float:
@@ -372,12 +414,12 @@ def _seconds(path: Path) -> float:
 _SECTIONS = ("sample", "settings", "model", "capabilities")
 
 
-def _read_meta(folder: Path, notes: list[str]) -> dict[str, Any]:
+def _read_meta(source: RunFolder, folder: Path, notes: list[str]) -> dict[str, Any]:
     """meta.json, with every section the viewer reads an object (one that is not is noted and
     left out)."""
     try:
-        meta = read_meta_json(folder)
-    except ConfigError as exc:
+        meta = source.meta_json(folder)
+    except InputError as exc:
         notes.append(f"{META}: unreadable ({exc})")
         return {}
     for key in _SECTIONS:
@@ -429,16 +471,15 @@ def _vad_config(meta: dict[str, Any], notes: list[str]) -> VadConfig:
         return _VAD_DEFAULTS
 
 
-def _track(folder: Path | None, name: str, vad: VadConfig, notes: list[str]) -> Track | None:
-    if folder is None:
-        return None
-    if not (folder / name).is_file():
-        notes.append(f"{name}: not recorded")
-        return None
-    if _frames(folder / name) == 0:  # a session that failed before streaming sent nothing
+def _track(path: Path | None, vad: VadConfig, notes: list[str], embed: bool) -> Track | None:
+    """A track drawn: held whole when the page embeds it, else read block by block."""
+    if path is None or _frames(path) == 0:  # a session that failed before streaming sent nothing
         return None
     try:
-        samples = read_audio(folder / name, sample_rate=AUDIO_RATE, max_duration_s=MAX_AUDIO_S)
+        if not embed:
+            drawn = drawn_track(path, AUDIO_RATE, COLUMNS, vad, MAX_AUDIO_S)
+            return Track(None, drawn.vad, drawn.envelope)
+        samples = read_audio(path, sample_rate=AUDIO_RATE, max_duration_s=MAX_AUDIO_S)
     except InputError as exc:
         notes.append(str(exc))
         return None
@@ -454,74 +495,96 @@ def _frames(path: Path) -> int | None:
         return None  # read_audio says what is wrong with it
 
 
-def _read_events(folder: Path, notes: list[str]) -> list[dict[str, Any]]:
-    if not (folder / EVENTS).is_file():
-        notes.append(f"{EVENTS}: not recorded")
-        return []
-    events: list[dict[str, Any]] = []
-    bad = bad_due = 0
+@dataclass
+class _Events:
+    """What the page draws of a session's events, gathered as they stream by: the first
+    ``MAX_MARKERS`` protocol events in time, the audio frames' times, the latest sends."""
+
+    count: int = 0
+    last_t: float = 0.0
+    marker_count: int = 0
+    markers: list[tuple[float, int, Marker]] = field(default_factory=list)  # a max-heap by -t
+    sent: array[float] = field(default_factory=lambda: array("d"))
+    received: array[float] = field(default_factory=lambda: array("d"))
+    voiced: array[float] = field(default_factory=lambda: array("d"))
+    late: list[tuple[float, float]] = field(default_factory=list)
+
+    def add(self, event: dict[str, Any]) -> None:
+        t = float(event["t"])
+        self.count += 1
+        self.last_t = max(self.last_t, t)
+        if event.get("kind") != "audio":
+            self._marker(t, event)
+        elif event.get("dir") == "send":
+            self.sent.append(t)
+            due = event.get("due")
+            if due is not None and (t - float(due)) * 1000.0 > LATE_SEND_MS:
+                self.late.append((round(t, 4), round((t - float(due)) * 1000.0, 2)))
+                if len(self.late) > 2 * MAX_LATE_SENDS:
+                    self.late = sorted(self.late)[:MAX_LATE_SENDS]
+        elif event.get("dir") == "recv":
+            self.received.append(t)
+            if not event.get("silent"):
+                self.voiced.append(t)
+
+    def _marker(self, t: float, event: dict[str, Any]) -> None:
+        marker = Marker(round(t, 6), str(event.get("kind", "?")), str(event.get("dir", "?")), "")
+        self.marker_count += 1
+        item = (-t, -self.marker_count, dataclasses.replace(marker, detail=_detail(event)))
+        if len(self.markers) < MAX_MARKERS:
+            heapq.heappush(self.markers, item)
+        elif item > self.markers[0]:  # earlier than the latest kept
+            heapq.heapreplace(self.markers, item)
+
+
+def _read_events(source: RunFolder, folder: Path, notes: list[str]) -> _Events | None:
+    events = _Events()
+    bad: list[str] = []
     try:
-        for _, event in read_events(folder):
-            t = _number(event.get("t")) if event is not None else None
-            if event is None or t is None:  # no time on the timeline: nothing to show it at
-                bad += 1
+        for line in source.events(folder):
+            if line.event is None:  # no usable time on the timeline: nothing to show it at
+                bad.append(f"line {line.lineno}: {line.problem}")
                 continue
-            event["t"] = t
-            if "due" in event and _number(event["due"]) is None:
-                del event["due"]  # a send without its schedule: not marked late
-                bad_due += 1
-            events.append(event)
-    except ConfigError as exc:
+            events.add(line.event)
+    except InputError as exc:
         notes.append(str(exc))
+        return events if events.count else None
     if bad:
-        notes.append(f"{EVENTS}: {bad} unreadable line{_s(bad)} left out")
-    if bad_due:
-        notes.append(
-            f"{EVENTS}: {bad_due} send{_s(bad_due)} without a usable 'due' time "
-            "(not a finite number; treated as missing)"
-        )
-    return sorted(events, key=lambda e: float(e["t"]))
+        notes.append(f"{EVENTS}: {len(bad)} unreadable line{_s(len(bad))} left out ({bad[0]})")
+    return events
 
 
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _markers(events: list[dict[str, Any]], notes: list[str]) -> list[Marker]:
-    found = [
-        Marker(round(float(e["t"]), 6), str(e.get("kind", "?")), str(e.get("dir", "?")), _detail(e))
-        for e in events
-        if e.get("kind") != "audio"
-    ]
-    if len(found) > MAX_MARKERS:
-        notes.append(f"{len(found)} protocol events; the first {MAX_MARKERS} are shown")
-    return found[:MAX_MARKERS]
+def _markers(events: _Events, notes: list[str]) -> list[Marker]:
+    if events.marker_count > MAX_MARKERS:
+        notes.append(f"{events.marker_count} protocol events; the first {MAX_MARKERS} are shown")
+    return [m for _, _, m in sorted(events.markers, reverse=True)]
 
 
 def _detail(event: dict[str, Any]) -> str:
     kind = event.get("kind")
     if kind == "transcript":
-        return str(event.get("text", "")) + (" (final)" if event.get("final") else "")
+        return _clipped(str(event.get("text", ""))) + (" (final)" if event.get("final") else "")
     if kind == "error":
-        return f"{event.get('reason', 'error')}: {event.get('message', '')}"
+        return _clipped(f"{event.get('reason', 'error')}: {event.get('message', '')}")
     rest = {k: v for k, v in event.items() if k not in ("t", "dir", "kind")}
-    return ", ".join(f"{k}={v}" for k, v in rest.items())
+    return _clipped(", ".join(f"{k}={_clipped(str(v))}" for k, v in rest.items()))
 
 
-def _traffic(events: list[dict[str, Any]], duration_s: float) -> Traffic:
-    sends = [e for e in events if e.get("kind") == "audio" and e.get("dir") == "send"]
-    recvs = [e for e in events if e.get("kind") == "audio" and e.get("dir") == "recv"]
+def _clipped(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+
+
+def _traffic(events: _Events, duration_s: float) -> Traffic:
     bins = max(1, math.ceil(duration_s / TRAFFIC_BIN_S))
     span = bins * TRAFFIC_BIN_S
-    late = [
-        (round(float(e["t"]), 4), round((float(e["t"]) - float(e["due"])) * 1000.0, 2))
-        for e in sends
-        if "due" in e and (float(e["t"]) - float(e["due"])) * 1000.0 > LATE_SEND_MS
-    ]
     return Traffic(
         bin_s=TRAFFIC_BIN_S,
-        sent=density([float(e["t"]) for e in sends], span, bins),
-        received=density([float(e["t"]) for e in recvs], span, bins),
-        voiced=density([float(e["t"]) for e in recvs if not e.get("silent")], span, bins),
-        late_sends=late[:MAX_LATE_SENDS],
+        sent=density(events.sent, span, bins),
+        received=density(events.received, span, bins),
+        voiced=density(events.voiced, span, bins),
+        late_sends=sorted(events.late)[:MAX_LATE_SENDS],
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["LEVELS", "Envelope", "density", "envelope"]
+__all__ = ["LEVELS", "Envelope", "EnvelopeBuilder", "density", "envelope"]
 
 LEVELS = 127  # envelope values are integers in [-LEVELS, LEVELS]; full scale (1.0) is LEVELS
 
@@ -39,6 +39,38 @@ def envelope(samples: NDArray[np.float32], rate: int, columns: int) -> Envelope:
     lo = np.minimum.reduceat(x, starts)
     hi = np.maximum.reduceat(x, starts)
     return Envelope(n / rate, _quantise(lo), _quantise(hi))
+
+
+class EnvelopeBuilder:
+    """``envelope`` of a track that is read block by block, in memory of its columns only:
+    ``expected`` is the track's length in samples (from its file's header); samples past it
+    count in the last column, and columns it never reaches are silence."""
+
+    def __init__(self, expected: int, rate: int, columns: int) -> None:
+        self.rate = rate
+        self.columns = max(0, min(columns, expected))
+        self.starts = (np.arange(self.columns, dtype=np.int64) * expected) // max(1, self.columns)
+        self.lo = np.full(self.columns, np.inf)
+        self.hi = np.full(self.columns, -np.inf)
+        self.done = 0
+
+    def push(self, block: NDArray[np.float32]) -> None:
+        x = np.asarray(block, dtype=np.float32).reshape(-1)
+        if x.size == 0 or self.columns == 0:
+            self.done += x.size
+            return
+        index = np.arange(self.done, self.done + x.size, dtype=np.int64)
+        cols = np.searchsorted(self.starts, index, side="right") - 1
+        firsts = np.concatenate(([0], np.flatnonzero(np.diff(cols)) + 1))
+        at = cols[firsts]
+        self.lo[at] = np.minimum(self.lo[at], np.minimum.reduceat(x, firsts))
+        self.hi[at] = np.maximum(self.hi[at], np.maximum.reduceat(x, firsts))
+        self.done += x.size
+
+    def finish(self) -> Envelope:
+        lo = np.where(np.isfinite(self.lo), self.lo, 0.0).astype(np.float32)
+        hi = np.where(np.isfinite(self.hi), self.hi, 0.0).astype(np.float32)
+        return Envelope(self.done / self.rate, _quantise(lo), _quantise(hi))
 
 
 def _quantise(values: NDArray[np.float32]) -> list[int]:

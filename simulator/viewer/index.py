@@ -51,7 +51,7 @@ def index_page(run: RunView, pages: str = "sessions", linked: Container[str] | N
         f"<span>model <b>{esc(run.model)}</b></span></nav>"
         f"<h1>Sessions of {esc(run.run_id)}</h1>"
         f'<section class="card">{_stats(run)}</section>'
-        f"{scorer_notice(run.report, str(run.run_dir))}{notice}"
+        f"{scorer_notice(run.report, str(run.run_dir))}{notice}{_run_problems(run)}"
         f'<section class="card">{_filters(run)}{_table(run, pages, linked)}'
         '<p class="hint">Click a header to sort; the text box matches anywhere in a row.</p>'
         "</section>"
@@ -59,6 +59,19 @@ def index_page(run: RunView, pages: str = "sessions", linked: Container[str] | N
     )
     kind = "partial-index" if partial else "index"
     return document(f"{run.run_id} · duplexsim sessions", body, INDEX_JS, kind=kind)
+
+
+def _run_problems(run: RunView) -> str:
+    """What could not be used of the run's own records (rows without an id, its metadata)."""
+    problems = run.row_notes.get("", [])
+    if not problems:
+        return ""
+    items = "".join(f"<li>{esc(p)}</li>" for p in problems[:50])
+    more = f"<li>and {len(problems) - 50} more</li>" if len(problems) > 50 else ""
+    return (
+        '<div class="alert warn" id="run-problems">Some of the run\'s records could not be '
+        f"used:<ul>{items}{more}</ul></div>"
+    )
 
 
 def _stats(run: RunView) -> str:

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 from duplexsim.core.files import write_text_atomic
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.viewer.data import RunView, load_run, load_session
 from duplexsim.viewer.index import index_page
 from duplexsim.viewer.layout import GENERATOR
@@ -84,7 +85,7 @@ def _remove_stale_pages(run: RunView, sessions_dir: Path) -> None:
 
 
 def write_view(
-    run_dir: Path,
+    run_dir: RunFolder | Path,
     out_dir: Path | None = None,
     *,
     sample: str | None = None,
@@ -95,7 +96,7 @@ def write_view(
     path, or the session page's with ``sample``. ``max_embed_s``: above this many seconds of audio
     a page plays the bundle's files instead of embedding them (None: always embed)."""
     run = load_run(run_dir, scorer)
-    out = out_dir if out_dir is not None else run_dir / "view"
+    out = out_dir if out_dir is not None else run.run_dir / "view"
     index = out / "index.html"
     if sample is not None:
         row = run.row(sample)  # an unknown sample fails before anything is written

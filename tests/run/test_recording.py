@@ -12,13 +12,20 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from duplexsim.core.bundle import BUNDLE_VERSION, BundleMeta, SampleRef, read_meta
+from duplexsim.core.bundle import BUNDLE_VERSION, BundleMeta, SampleRef
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.records import EventRecords
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import SendStats, TimingCheck
 from duplexsim.run.recording import record_session, remove_unfinished
 from duplexsim.session.engine import SessionOutcome
 from tests.helpers.paths import REPO
+
+
+def read_meta(folder: Path):
+    """A bundle's typed meta.json, read as every command reads it."""
+    return RunFolder(folder).meta(folder)
+
 
 FILES = {"input.wav", "output.wav", "stereo.wav", "events.jsonl", "meta.json"}
 

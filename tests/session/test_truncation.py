@@ -13,7 +13,7 @@ import pytest
 from duplexsim.clients.fakekit.behaviours import Behaviour, behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.benchmark import load_benchmark
-from duplexsim.core.bundle import read_meta
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import StreamingVad, VadConfig, frame_flags
 from duplexsim.profiles.profile import ModelProfile
@@ -27,6 +27,12 @@ from tests.helpers.sessions import SETTINGS, SlowSend, context
 from tests.helpers.signals import voiced_signal, write_wav
 from tests.helpers.timing import LENIENT
 from tests.helpers.virtualclock import ScriptedClient, run_virtual
+
+
+def read_meta(folder: Path):
+    """A bundle's typed meta.json, read as every command reads it."""
+    return RunFolder(folder).meta(folder)
+
 
 # the context's speech is 0.2-1.2 s; the model echoes it 0.5 s after its end: 1.7-2.7 s
 ONSET_S, REPLY_END_S = 1.7, 2.7

@@ -99,7 +99,10 @@ def test_session_data_joins_row_bundle_and_scores(run_dir):
     ]
     assert any(m.detail == EVIL for m in s.markers)
     assert s.traffic is not None and sum(s.traffic.sent) > 50 and sum(s.traffic.voiced) > 0
-    assert s.notes == ["events.jsonl: 1 unreadable line left out"]
+    assert len(s.notes) == 1
+    assert re.fullmatch(
+        r"events\.jsonl: 1 unreadable line left out \(line \d+: not JSON \(.*\)\)", s.notes[0]
+    )
 
 
 def test_failed_session_without_bundle_still_has_a_page(run_dir):
@@ -225,20 +228,20 @@ def _append_event(event: dict) -> Callable[[Path], None]:
 CORRUPT = {  # one damaged bundle: what is done to it, and the note its page shows
     "due-not-a-number": (
         _append_event({"t": 1.0, "dir": "send", "kind": "audio", "n": 50, "due": "x"}),
-        "1 send without a usable &#x27;due&#x27; time",
+        "events.jsonl: 2 unreadable lines left out",  # with the fixture's "not json"
     ),
     "due-nan": (
         _append_event({"t": 1.0, "dir": "send", "kind": "audio", "n": 50, "due": math.nan}),
-        "1 send without a usable &#x27;due&#x27; time",
+        "events.jsonl: 2 unreadable lines left out",
     ),
     "t-infinite": (
         _append_event({"t": math.inf, "dir": "recv", "kind": "transcript", "text": "x"}),
         "events.jsonl: 2 unreadable lines left out",  # with the fixture's "not json"
     ),
     "event-not-an-object": (_append_event([1, 2]), "events.jsonl: 2 unreadable lines"),
-    "window-nan": (
+    "window-nan": (  # NaN is no JSON: the strict reader refuses the whole file
         _edit_meta(lambda m: m["sample"].update(context_turn_start_s=math.nan)),
-        "sample.context_turn_start_s is not a finite number",
+        "meta.json: unreadable",
     ),
     "window-text": (
         _edit_meta(lambda m: m["sample"].update(context_turn_start_s="4 s")),
@@ -301,7 +304,10 @@ def test_numbers_in_the_results_that_are_not_finite_are_missing(run_dir, tmp_pat
     out = tmp_path / "pages"
     assert main(["view", str(run), "--out", str(out)]) == 0
     page = (out / "sessions" / "s1.html").read_text(encoding="utf-8")
-    assert "latency_s, speech_end_s, wall_s not a finite number (treated as missing)" in page
+    for field, value in (("latency_s", "inf"), ("wall_s", "-inf")):
+        note = f"field &#x27;{field}&#x27;: {value} is not a finite number (treated as missing)"
+        assert f"results.sqlite: {note}" in page
+    assert "field &#x27;speech_end_s&#x27;: &#x27;soon&#x27; is not a number" in page
     data = _embedded(page)
     assert (
         data["timing"]["latency"] is None and data["timing"]["speech_end"] is not None
