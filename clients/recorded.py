@@ -26,10 +26,12 @@ from duplexsim.clients.base import (
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    UsageReport,
 )
 from duplexsim.core.audio import read_audio
 from duplexsim.core.bundle import EVENTS, OUTPUT, read_events, read_meta
 from duplexsim.core.errors import ConfigError, RemoteError
+from duplexsim.core.usage import TOKEN_FIELDS, Usage
 
 __all__ = ["RecordedEvent", "ReplayClient", "load_recording"]
 
@@ -75,6 +77,9 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
         return ProviderEmotion(
             scores, 0.0, item.get("role", ""), item.get("source", ""), item.get("id")
         )
+    if kind == "usage":
+        usage = Usage.from_mapping({k: v for k, v in item.items() if k in TOKEN_FIELDS})
+        return UsageReport(usage, 0.0, bool(item.get("cumulative")), item.get("source", ""))
     if kind == "error":
         err = RemoteError(
             item.get("message", "recorded error"),
@@ -138,6 +143,6 @@ def _stamped(event: ClientEvent, arrival: float) -> ClientEvent:
         return Transcript(event.text, arrival, event.final)
     if isinstance(event, ErrorEvent):
         return ErrorEvent(event.error, arrival, event.fatal)
-    if isinstance(event, ProviderEmotion):
+    if isinstance(event, ProviderEmotion | UsageReport):
         return dataclasses.replace(event, arrival=arrival)
     return type(event)(arrival)

@@ -1,11 +1,12 @@
-"""The one retry policy: which failures are retried, and how long to wait before each attempt."""
+"""The one retry policy: which failures are retried, how long to wait before each attempt, and
+how fast to start sessions under what a provider says of its limits."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-__all__ = ["RetryPolicy"]
+__all__ = ["ProviderLimit", "RetryPolicy"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +36,15 @@ class RetryPolicy:
         backoff = float(min(self.base_s * 2.0 ** (attempt - 1), self.max_s))
         spread = (rng or random.Random()).uniform(-self.jitter, self.jitter) * backoff
         return max(0.0, backoff + spread)
+
+
+@dataclass(frozen=True)
+class ProviderLimit:
+    """One of a provider's rate limits as it said it (OpenAI's ``rate_limits.updated``, or
+    ``x-ratelimit-*`` headers): ``name`` is "requests" or "tokens", per the provider's window;
+    ``reset_s`` counts from when it was said."""
+
+    name: str
+    limit: int | None = None
+    remaining: int | None = None
+    reset_s: float | None = None

@@ -20,6 +20,7 @@ from duplexsim.clients.base import (
     ErrorEvent,
     SpeechStarted,
     Transcript,
+    UsageReport,
 )
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.fakekit.faults import Faults
@@ -39,6 +40,7 @@ from duplexsim.core.errors import (
     RemoteError,
 )
 from duplexsim.core.turns import TurnSettings
+from duplexsim.core.usage import Usage
 from duplexsim.core.vad import speech_bounds
 from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
 from tests.helpers.signals import voiced_signal
@@ -179,7 +181,10 @@ PCM = np.array([0, 1, -1, 32767, -32768], "<i2").tobytes()
         ({"serverContent": {"turnComplete": True}}, [EndOfTurn(1.5)]),
         ({"serverContent": {"generationComplete": True}}, []),
         ({"serverContent": {"inputTranscription": {"text": "user"}}}, []),
-        ({"usageMetadata": {"totalTokenCount": 3}, "sessionResumptionUpdate": {}}, []),
+        (
+            {"usageMetadata": {"totalTokenCount": 3}, "sessionResumptionUpdate": {}},
+            [UsageReport(Usage(), 1.5, source="usageMetadata")],  # no count it could split
+        ),
     ],
 )
 def test_server_messages_become_stamped_events(
