@@ -40,6 +40,7 @@ from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
+from duplexsim.core.usage import Usage
 from duplexsim.core.vad import VadConfig
 from duplexsim.profiles.profile import ModelProfile, client_config
 from duplexsim.run.admission import Headroom, Slot
@@ -477,10 +478,15 @@ def outcome_row(
     *,
     task: str | None = None,
     emotions: Sequence[str | None] | None = None,
+    usage: Usage | None = None,
+    rate_limited: int = 0,
+    provider_wait_s: float = 0.0,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference);
-    ``emotions``: a partner script's, by step (None: no partner)."""
+    ``emotions``: a partner script's, by step (None: no partner); ``usage``: over every attempt
+    of the sample (default: this session's own)."""
     t = outcome.timing
+    used = outcome.usage if usage is None else usage
     partner = None
     if emotions is not None and outcome.status != "failed":
         record = PartnerRecord.of_session(outcome.turns, outcome.partner, outcome.speech, emotions)
@@ -514,6 +520,9 @@ def outcome_row(
         task=task,
         latency_bound_ms=outcome.check.latency_bound_ms,
         partner=partner,
+        **used.counts(),
+        rate_limited=rate_limited,
+        provider_wait_s=round(provider_wait_s, 3),
     )
 
 

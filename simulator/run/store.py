@@ -58,6 +58,21 @@ class ResultRow:
     # a partner's session: what the model did at each step, and its next turns (JSON,
     # ``core.partnermetrics.PartnerRecord``)
     partner: str | None = None
+    # what the sample used over all its attempts (every attempt is billed): the provider's token
+    # counts (None where it reported none) and the seconds measured here (duplexsim.core.usage)
+    input_audio_tokens: int | None = None
+    input_text_tokens: int | None = None
+    cached_audio_tokens: int | None = None
+    cached_text_tokens: int | None = None
+    output_audio_tokens: int | None = None
+    output_text_tokens: int | None = None
+    audio_sent_s: float | None = None
+    audio_received_s: float | None = None
+    connected_s: float | None = None
+    # the provider's limits: attempts it refused for them, and how long this sample's starts
+    # were held back by them (pacing under what remains, back-off after a refusal)
+    rate_limited: int | None = None
+    provider_wait_s: float | None = None
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
