@@ -73,6 +73,7 @@ class ResultRow:
     # were held back by them (pacing under what remains, back-off after a refusal)
     rate_limited: int | None = None
     provider_wait_s: float | None = None
+    context_s: float | None = None  # the context's length (what estimates scale usage by)
 
 
 _SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER"}
