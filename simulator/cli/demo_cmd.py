@@ -151,7 +151,8 @@ async def _run_models(
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
             rows = await execute_run(bench, profile, opts, progress)
-            return summarise_rows(run_label(opts.run_id, profile.describe()), rows)
+            label = run_label(opts.run_id, profile.describe())
+            return summarise_rows(label, rows, profile.price)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:

@@ -13,6 +13,7 @@ from duplexsim.core.errors import ConfigError
 from duplexsim.core.partnermetrics import PartnerRecord, PartnerSummary, StepResult, summarise_steps
 from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
+from duplexsim.run.costs import run_price
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.run.summary import RunSummary, summarise_rows
 from duplexsim.runscores.cache import ScoreCache, cache_path
@@ -73,7 +74,10 @@ class RunReport:
                 "send_p99_ms": t.send_p99_ms,
                 "send_max_ms": t.send_max_ms,
                 "failures": t.failures,
+                "provider_wait_s": t.provider_wait_s,
+                "rate_limited": t.rate_limited,
             },
+            "cost": None if t.cost is None else t.cost.to_dict(),
             "timing_by_task": [t.to_dict() for t in self.tasks],
             "partner_by_task": [p.to_dict() for p in self.partner],
             "unscored": self.unscored,
@@ -219,7 +223,7 @@ def build_report(run_dir: Path, scorer: str | None, *, seed: int = 0) -> RunRepo
         scorer=scorer,
         comparable=scorer in COMPARABLE_SCORERS,
         metrics=metrics,
-        timing=summarise_rows(run_dir.name, rows),
+        timing=summarise_rows(run_dir.name, rows, run_price(meta)),
         unscored=unscored,
         identity=cache.identity,
         benchmark=BenchmarkId.from_meta(meta.get("benchmark")),
