@@ -23,6 +23,7 @@ from duplexsim.clients.base import (
     EndOfTurn,
     ErrorEvent,
     ProviderEmotion,
+    RateLimits,
     SpeechStarted,
     SpeechStopped,
     Transcript,
@@ -143,6 +144,6 @@ def _stamped(event: ClientEvent, arrival: float) -> ClientEvent:
         return Transcript(event.text, arrival, event.final)
     if isinstance(event, ErrorEvent):
         return ErrorEvent(event.error, arrival, event.fatal)
-    if isinstance(event, ProviderEmotion | UsageReport):
+    if isinstance(event, ProviderEmotion | UsageReport | RateLimits):
         return dataclasses.replace(event, arrival=arrival)
     return type(event)(arrival)

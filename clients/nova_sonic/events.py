@@ -214,15 +214,17 @@ def _usage(body: dict[str, Any]) -> Usage:
             input_audio_tokens=_count(body, "totalInputTokens"),
             output_audio_tokens=_count(body, "totalOutputTokens"),
         )
-    into, out = (
-        total.get(k) if isinstance(total.get(k), dict) else {} for k in ("input", "output")
-    )
+    into, out = (_table(total.get("input")), _table(total.get("output")))
     return Usage(
         input_audio_tokens=_count(into, "speechTokens"),
         input_text_tokens=_count(into, "textTokens"),
         output_audio_tokens=_count(out, "speechTokens"),
         output_text_tokens=_count(out, "textTokens"),
     )
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _count(body: dict[str, Any], key: str) -> int | None:

@@ -179,12 +179,12 @@ class ClientProtocol:
                 return [ErrorEvent(error, arrival, fatal)]
             case wire.RateLimitsUpdated(rate_limits=limits):
                 self.rate_limits = limits
-                said = tuple(
+                stated = tuple(
                     ProviderLimit(x.name, x.limit, x.remaining, x.reset_seconds)
                     for x in limits
                     if x.name is not None
                 )
-                return [RateLimits(said, arrival, "rate_limits.updated")] if said else []
+                return [RateLimits(stated, arrival, "rate_limits.updated")] if stated else []
             case wire.Unknown(type=kind):
                 self.unknown_types[kind] += 1
         return []

@@ -26,6 +26,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from duplexsim.clients.base import Metering
 from duplexsim.core.benchmark import Sample
@@ -224,7 +225,8 @@ def estimate_run(
             one = _priced(price, usage)
             per_sample[sample.id] = one
             cost = cost + one
-    total = Usage(**{k: v * trials for k, v in total.counts().items()})
+    scaled: dict[str, Any] = {k: v * trials for k, v in total.counts().items()}
+    total = Usage(**scaled)
     if price is None:
         return Estimate(len(todo), trials, max_attempts, expectation, total, None, None)
     return Estimate(

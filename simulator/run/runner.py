@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import multiprocessing
@@ -598,7 +599,7 @@ def outcome_row(
         task=task,
         latency_bound_ms=outcome.check.latency_bound_ms,
         partner=partner,
-        **used.counts(),
+        **dataclasses.asdict(used),
         rate_limited=rate_limited,
         provider_wait_s=round(provider_wait_s, 3),
         context_s=None if context_s is None else round(context_s, 3),
