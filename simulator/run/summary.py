@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from duplexsim.core.prices import PriceTable, format_amount
+from duplexsim.core.shown import for_terminal
 from duplexsim.core.textable import render_table
 from duplexsim.run.costs import RunCost, cost_text, run_cost
 from duplexsim.run.store import ResultRow
@@ -164,7 +165,9 @@ def _cost_notes(summaries: Sequence[RunSummary]) -> str:
         why = ""
         if s.cost.total.unknown:
             why = " -- unknown: " + ", ".join(s.cost.total.unknown[:4])
-        lines.append(f"{s.label}: {s.cost.basis}{why}")
+        lines.append(
+            for_terminal(f"{s.label}: {s.cost.basis}{why}")
+        )  # a run's record: outside text
     if not lines:
         return ""
     return "\n\ncost = usage x price (every attempt of a sample billed):\n  " + "\n  ".join(lines)
