@@ -16,6 +16,8 @@ import numpy as np
 
 from duplexsim.core.errors import SessionError
 from duplexsim.core.redact import redact
+from duplexsim.core.retry import ProviderLimit
+from duplexsim.core.usage import Usage
 
 __all__ = [
     "AudioOut",
@@ -25,10 +27,13 @@ __all__ = [
     "DuplexClient",
     "EndOfTurn",
     "ErrorEvent",
+    "Metering",
     "ProviderEmotion",
+    "RateLimits",
     "SpeechStarted",
     "SpeechStopped",
     "Transcript",
+    "UsageReport",
     "WireMessage",
 ]
 
@@ -46,6 +51,22 @@ class Capabilities:
     server_vad: bool = False  # the server detects the user's turns itself
     manual_commit: bool = False  # needs commit_turn() after the user's turn
     continuous_output: bool = False  # the server streams audio all the time, silence included
+
+
+@dataclass(frozen=True)
+class Metering:
+    """How a provider meters a session, declared for estimates made before a run. Token rates
+    are per second of audio, where the provider publishes one; None where it does not (an
+    estimate then learns the rate from an earlier run of the model, or says it cannot)."""
+
+    # what usage the provider sends: "per-response" and "per-turn" reports add up,
+    # "running-total" ones replace each other, "none": only our own measured seconds
+    reports: str = "none"
+    input_audio_tokens_per_s: float | None = None
+    # the input billed: "context" (the user's speech: server VAD commits only speech) or
+    # "stream" (everything sent, the silence after the context included)
+    input_basis: str = "context"
+    output_audio_tokens_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +130,35 @@ class ProviderEmotion:
     message_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """What the provider says a response, a turn or the session so far used."""
+
+    usage: Usage
+    arrival: float
+    cumulative: bool = False  # a running total for the session (replaces the last), not a delta
+    source: str = ""  # the message that carried it
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimits:
+    """The provider's rate limits as it just said them (an event, or the handshake's headers)."""
+
+    limits: tuple[ProviderLimit, ...]
+    arrival: float
+    source: str = ""
+
+
 ClientEvent = (
-    AudioOut | Transcript | SpeechStarted | SpeechStopped | EndOfTurn | ErrorEvent | ProviderEmotion
+    AudioOut
+    | Transcript
+    | SpeechStarted
+    | SpeechStopped
+    | EndOfTurn
+    | ErrorEvent
+    | ProviderEmotion
+    | UsageReport
+    | RateLimits
 )
 
 
@@ -119,6 +167,7 @@ class DuplexClient(ABC):
 
     protocol: ClassVar[str]
     pollable: ClassVar[bool] = False  # offers poll_events (else events() only)
+    metering: ClassVar[Metering] = Metering()  # how its provider meters a session
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config

@@ -23,14 +23,17 @@ from duplexsim.clients.base import (
     EndOfTurn,
     ErrorEvent,
     ProviderEmotion,
+    RateLimits,
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    UsageReport,
 )
 from duplexsim.core.audio import read_audio
 from duplexsim.core.bundle import EVENTS, MAX_RATE, MAX_SESSION_S, META, OUTPUT, number_problem
 from duplexsim.core.errors import RemoteError, RunFolderError
 from duplexsim.core.runfolder import RunFolder
+from duplexsim.core.usage import TOKEN_FIELDS, Usage
 
 __all__ = ["RecordedEvent", "ReplayClient", "load_recording"]
 
@@ -108,6 +111,9 @@ def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent |
         return ProviderEmotion(
             scores, 0.0, item.get("role", ""), item.get("source", ""), item.get("id")
         )
+    if kind == "usage":
+        usage = Usage.from_mapping({k: v for k, v in item.items() if k in TOKEN_FIELDS})
+        return UsageReport(usage, 0.0, bool(item.get("cumulative")), item.get("source", ""))
     if kind == "error":
         err = RemoteError(
             item.get("message", "recorded error"),
@@ -171,6 +177,6 @@ def _stamped(event: ClientEvent, arrival: float) -> ClientEvent:
         return Transcript(event.text, arrival, event.final)
     if isinstance(event, ErrorEvent):
         return ErrorEvent(event.error, arrival, event.fatal)
-    if isinstance(event, ProviderEmotion):
+    if isinstance(event, ProviderEmotion | UsageReport | RateLimits):
         return dataclasses.replace(event, arrival=arrival)
     return type(event)(arrival)

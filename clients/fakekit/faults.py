@@ -3,11 +3,20 @@
 Handshake faults are decided by ``Faults.admit`` once per connection attempt. Media faults trigger
 once the server has received a given amount of input audio (media time, not wall time), so tests
 that feed audio faster than real time see them at the same point of the stream. Only
-``extra_latency_s`` is wall time; the server's I/O layer applies it.
+``extra_latency_s`` and the rate limit are wall time: the server's I/O layer applies the first;
+the second counts the connections accepted in the last ``rate_window_s``.
+
+A rate limit (``rate_limit`` connections per ``rate_window_s``) is reported the way OpenAI
+reports its own: ``x-ratelimit-{limit,remaining,reset}-requests`` headers on every handshake's
+answer, and the same figures in the fake's ``rate_limits.updated`` where its protocol has one;
+past it a handshake gets 429 with a Retry-After of the time until a connection leaves the window.
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -38,12 +47,18 @@ class Faults:
     malformed_after_s: float | None = None  # then send one malformed text message ...
     malformed_then_close: bool = False  # ... and close (1011) instead of carrying on
     extra_latency_s: float = 0.0  # wall-clock delay added to every outgoing message
+    rate_limit: int = 0  # accept at most this many connections per rate_window_s (0: no limit)
+    rate_window_s: float = 60.0
     connections: int = field(default=0, compare=False)
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+    _accepted: deque[float] = field(default_factory=deque, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.refuse_status is not None and not 400 <= self.refuse_status <= 599:
             raise ValueError(f"refuse_status must be 400..599, not {self.refuse_status}")
-        for name in ("rate_limit_first", "retry_after_s", "extra_latency_s"):
+        if not self.rate_window_s > 0:
+            raise ValueError(f"rate_window_s must be positive, not {self.rate_window_s}")
+        for name in ("rate_limit_first", "retry_after_s", "extra_latency_s", "rate_limit"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         for name in ("close_after_s", "stall_after_s", "malformed_after_s"):
@@ -59,7 +74,42 @@ class Faults:
         if self.connections <= self.rate_limit_first:
             headers = {"Retry-After": f"{self.retry_after_s:g}"}
             return Rejection(429, headers, "rate limited by fault injection\n")
+        if self.rate_limit:
+            now = self._window()
+            if len(self._accepted) >= self.rate_limit:
+                wait = self._accepted[0] + self.rate_window_s - now
+                headers = {"Retry-After": f"{max(wait, 0.001):.3f}", **self.limit_headers()}
+                body = "Rate limit reached for requests (fault injection)\n"
+                return Rejection(429, headers, body)
+            self._accepted.append(now)
         return None
+
+    def _window(self) -> float:
+        """Now, with the connections that have left the window forgotten."""
+        now = self.clock()
+        while self._accepted and self._accepted[0] <= now - self.rate_window_s:
+            self._accepted.popleft()
+        return now
+
+    def requests_left(self) -> tuple[int, int, float] | None:
+        """(limit, remaining, seconds to the next refill) of the rate limit; None: no limit."""
+        if not self.rate_limit:
+            return None
+        now = self._window()
+        reset = self._accepted[0] + self.rate_window_s - now if self._accepted else 0.0
+        return self.rate_limit, self.rate_limit - len(self._accepted), max(reset, 0.0)
+
+    def limit_headers(self) -> dict[str, str]:
+        """The rate limit as OpenAI's headers say theirs (none without a limit)."""
+        left = self.requests_left()
+        if left is None:
+            return {}
+        limit, remaining, reset = left
+        return {
+            "x-ratelimit-limit-requests": str(limit),
+            "x-ratelimit-remaining-requests": str(remaining),
+            "x-ratelimit-reset-requests": f"{math.ceil(reset * 1000)}ms",
+        }
 
     @staticmethod
     def reached(threshold_s: float | None, received_s: float) -> bool:

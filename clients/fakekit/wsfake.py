@@ -17,6 +17,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as HttpRequest
 from websockets.http11 import Response
+from websockets.server import ServerProtocol
 
 from duplexsim.clients.fakekit.declare import Conversation, Request, Untimed, WebSocketFake
 from duplexsim.clients.fakekit.fakeserver import RunningServer
@@ -73,7 +74,13 @@ async def serve_websocket_fake(
         return fake.refuse(request, faults)
 
     return await serve_websockets(
-        handler, host=host, port=port, refuse=refuse, path=fake.path, ssl_context=ssl_context
+        handler,
+        host=host,
+        port=port,
+        refuse=refuse,
+        path=fake.path,
+        ssl_context=ssl_context,
+        accepted_headers=faults.limit_headers,
     )
 
 
@@ -85,14 +92,25 @@ async def serve_websockets(
     refuse: Callable[[Request], Rejection | None] | None = None,
     path: str = "",
     ssl_context: ssl.SSLContext | None = None,
+    accepted_headers: Callable[[], dict[str, str]] | None = None,
 ) -> RunningServer:
     """Start a WebSocket server whose handshakes ``refuse`` may answer with an HTTP rejection;
     wss:// with ``ssl_context`` (SDKs that insist on TLS, as python-genai's live client does,
-    can then be pointed at a fake)."""
+    can then be pointed at a fake). ``accepted_headers`` go on every upgrade it accepts (a rate
+    limit's ``x-ratelimit-*``)."""
 
     def check(connection: WsConnection, request: HttpRequest) -> Response | None:
         rejection = refuse(_request(request)) if refuse is not None else None
-        return None if rejection is None else _response(connection, rejection)
+        if rejection is not None:
+            return _response(connection, rejection)
+        headers = accepted_headers() if accepted_headers is not None else {}
+        if not headers:
+            return None
+        assert isinstance(connection.protocol, ServerProtocol)
+        response = connection.protocol.accept(request)
+        for name, value in headers.items():
+            response.headers[name] = value
+        return response
 
     # close_timeout is short because a stalled connection never answers a close
     server = await serve(

@@ -13,7 +13,13 @@ from typing import Any
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.base import (
+    Capabilities,
+    ClientConfig,
+    ClientEvent,
+    Metering,
+    WireMessage,
+)
 from duplexsim.clients.gemini_live.errors import redact_url
 from duplexsim.clients.gemini_live.protocol import (
     INPUT_RATE,
@@ -37,6 +43,9 @@ FRAME_MS = 20  # 10-20 ms chunks are Google's "ultra-low latency" advice (ADK st
 class GeminiLiveClient(WebSocketClient):
     decode_text = False  # the server may send JSON as binary frames
     protocol = "gemini-live"
+    # usageMetadata with each turn; "Gemini represents each second of audio as 32 tokens"
+    # (ai.google.dev, Understand and count tokens), input and output alike
+    metering = Metering("per-turn", 32.0, "context", 32.0)
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

@@ -12,7 +12,8 @@ client should act on them: content before the flags that close it.
 
 Parsing is strict about what duplexsim uses (wrong JSON types, bad base64, odd-length PCM are a
 ProtocolError naming the problem) and ignores fields and top-level keys it does not know, because
-the API adds them often (usageMetadata, sessionResumptionUpdate, voiceActivity, ...).
+the API adds them often (sessionResumptionUpdate, voiceActivity, ...). ``usageMetadata`` (what
+a turn used, python-genai's ``UsageMetadata``) is read into ``Usage``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 from duplexsim.core import safejson
 from duplexsim.core.errors import ProtocolError
+from duplexsim.core.usage import Usage
 
 __all__ = [
     "ActivityEnd",
@@ -46,11 +48,13 @@ __all__ = [
     "Setup",
     "SetupComplete",
     "TurnComplete",
+    "UsageMetadata",
     "decode_client",
     "decode_server",
     "encode_client",
     "encode_server",
     "mime_rate",
+    "usage_of",
 ]
 
 INPUT_RATE = 16000
@@ -298,6 +302,19 @@ class ApiError:
     status: str = ""
 
 
+@dataclass(frozen=True)
+class UsageMetadata:
+    """What a turn used. On the wire: ``promptTokenCount``, ``responseTokenCount`` ... and the
+    counts by modality (``promptTokensDetails``, ``cacheTokensDetails``,
+    ``responseTokensDetails``: ``[{modality, tokenCount}]``), all of which ``body`` keeps."""
+
+    body: dict[str, Any]
+
+    @property
+    def usage(self) -> Usage:
+        return usage_of(self.body)
+
+
 ServerPart = (
     SetupComplete
     | ModelAudio
@@ -309,6 +326,7 @@ ServerPart = (
     | TurnComplete
     | GoAway
     | ApiError
+    | UsageMetadata
 )
 
 
@@ -346,6 +364,8 @@ def encode_server(parts: Sequence[ServerPart]) -> bytes:
                 body["goAway"] = {} if left is None else {"timeLeft": left}
             case ApiError(code=code, message=message, status=status):
                 body["error"] = {"code": code, "message": message, "status": status}
+            case UsageMetadata(body=usage):
+                body["usageMetadata"] = usage
     if model_parts:
         content["modelTurn"] = {"parts": model_parts}
     if content:
@@ -362,6 +382,10 @@ def decode_server(data: str | bytes) -> list[ServerPart]:
         parts.append(SetupComplete(_field(done, "sessionId", str, "setupComplete", None)))
     if "serverContent" in obj:
         parts += _decode_content(_typed(obj["serverContent"], dict, "serverContent"))
+    if "usageMetadata" in obj:  # after the content it accounts for
+        usage = _camel_keys(_typed(obj["usageMetadata"], dict, "usageMetadata"), "usageMetadata")
+        usage_of(usage)  # checked now: a malformed report fails where it arrived
+        parts.append(UsageMetadata(usage))
     if "goAway" in obj:
         away = _typed(obj["goAway"], dict, "goAway")
         parts.append(GoAway(_field(away, "timeLeft", str, "goAway", None)))
@@ -409,6 +433,46 @@ def _decode_content(c: dict[str, Any]) -> list[ServerPart]:
         if _field(c, key, bool, "serverContent", False):
             parts.append(flag)
     return parts
+
+
+def usage_of(body: dict[str, Any]) -> Usage:
+    """``usageMetadata`` as ``Usage``: the counts by modality; prompt tokens no modality covers
+    count as text (an unspecified modality "is treated as TEXT", python-genai's MediaModality),
+    thinking tokens as output text (they are billed as output); a report without any breakdown
+    counts as audio, what a speech session sends and receives."""
+    where = "usageMetadata"
+    by: dict[str, dict[str, int]] = {}
+    for key in ("promptTokensDetails", "cacheTokensDetails", "responseTokensDetails"):
+        counts: dict[str, int] = {}
+        for i, item in enumerate(_field(body, key, list, where, [])):
+            entry = _typed(item, dict, f"{where}.{key}[{i}]")
+            modality = _field(entry, "modality", str, f"{where}.{key}[{i}]", "TEXT").upper()
+            modality = "TEXT" if modality == "MODALITY_UNSPECIFIED" else modality
+            n = _field(entry, "tokenCount", int, f"{where}.{key}[{i}]", 0)
+            counts[modality] = counts.get(modality, 0) + n
+        by[key] = counts
+    prompt = _field(body, "promptTokenCount", int, where, None)
+    response = _field(body, "responseTokenCount", int, where, None)
+    thoughts = _field(body, "thoughtsTokenCount", int, where, 0)
+    inputs = by["promptTokensDetails"]
+    cached = by["cacheTokensDetails"]
+    outputs = by["responseTokensDetails"]
+    if not inputs and prompt is not None:
+        inputs = {"AUDIO": prompt}
+    elif prompt is not None and prompt > sum(inputs.values()):
+        inputs["TEXT"] = inputs.get("TEXT", 0) + prompt - sum(inputs.values())
+    if not outputs and response is not None:
+        outputs = {"AUDIO": response}
+    if thoughts:
+        outputs["TEXT"] = outputs.get("TEXT", 0) + thoughts
+    return Usage(
+        input_audio_tokens=inputs.get("AUDIO"),
+        input_text_tokens=inputs.get("TEXT"),
+        cached_audio_tokens=cached.get("AUDIO"),
+        cached_text_tokens=cached.get("TEXT"),
+        output_audio_tokens=outputs.get("AUDIO"),
+        output_text_tokens=outputs.get("TEXT"),
+    )
 
 
 # --- helpers -------------------------------------------------------------------------------

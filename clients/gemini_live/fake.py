@@ -30,6 +30,9 @@ INVALID = "Request contains an invalid argument."
 BAD_KEY = "API key not valid. Please pass a valid API key."
 NO_KEY = "Method doesn't allow unregistered callers. Please use API Key."
 BROKEN = "Internal error encountered."
+# "Gemini represents each second of audio as 32 tokens" (ai.google.dev, Understand and count
+# tokens): the fake bills its audio so, in and out
+TOKENS_PER_S = 32
 
 
 class ServerProtocol:
@@ -73,6 +76,7 @@ class ServerProtocol:
         self._generated = False  # generationComplete sent for the reply playing
         self._gate: int | None = None  # VAD off: where the last activityEnd closed a turn
         self._done = False
+        self._replied_s = 0.0  # the model's earlier replies: input to the turns after them
 
     def open(self, path: str, headers: Mapping[str, str]) -> list[Action]:
         """Check the upgrade request's path and key; a Close when they are refused."""
@@ -199,20 +203,46 @@ class ServerProtocol:
         end: the real server holds it until real-time playback is over."""
         if self._playing is None or point < self._playing.end + TURN_COMPLETE_AFTER:
             return []
+        usage = self._usage(self._playing)
         self._playing = None
-        return [Send(wire.encode_server([wire.TurnComplete()]))]
+        return [Send(wire.encode_server([wire.TurnComplete(), usage]))]
 
     def _interrupt(self) -> list[Action]:
         assert self._setup is not None
         if self._playing is None or self._setup.activity_handling == "NO_INTERRUPTION":
             return []
+        usage = self._usage(self._playing)
         self._playing = None
         if self._behaviour is not None:
             self._behaviour.interrupt()
         return [
             Send(wire.encode_server([wire.Interrupted()])),
-            Send(wire.encode_server([wire.TurnComplete()])),
+            Send(wire.encode_server([wire.TurnComplete(), usage])),
         ]
+
+    def _usage(self, reply: PacedReply) -> wire.UsageMetadata:
+        """What the turn used, sent with its turnComplete as the service sends it: the prompt is
+        the conversation so far (the user's speech in every turn heard, the model's earlier
+        replies) and the system instruction; the response, the reply audio generated."""
+        assert self._behaviour is not None and self._setup is not None
+        heard_s = sum((t.end - t.onset) / t.rate for t in self._behaviour.turns)
+        out_s = reply.bytes_sent / 2 / OUTPUT_RATE
+        audio_in = round(TOKENS_PER_S * (heard_s + self._replied_s))
+        text_in = -(-len(self._setup.system_instruction or "") // 4)  # about 4 characters a token
+        audio_out = round(TOKENS_PER_S * out_s)
+        self._replied_s += out_s
+        details = [{"modality": "AUDIO", "tokenCount": audio_in}]
+        if text_in:
+            details.append({"modality": "TEXT", "tokenCount": text_in})
+        return wire.UsageMetadata(
+            {
+                "promptTokenCount": audio_in + text_in,
+                "responseTokenCount": audio_out,
+                "totalTokenCount": audio_in + text_in + audio_out,
+                "promptTokensDetails": details,
+                "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": audio_out}],
+            }
+        )
 
     def _start_reply(self, c0: int, position: int) -> None:
         if self._pending is None or self._playing is not None:

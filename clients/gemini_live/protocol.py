@@ -21,6 +21,7 @@ from duplexsim.clients.base import (
     ErrorEvent,
     SpeechStarted,
     Transcript,
+    UsageReport,
 )
 from duplexsim.clients.gemini_live import events as wire
 from duplexsim.clients.gemini_live.errors import api_error, close_error, close_text
@@ -179,6 +180,8 @@ class ClientProtocol:
                 return [ErrorEvent(soon, arrival, fatal=False)]
             case wire.ApiError():
                 return [ErrorEvent(self._api_error(part), arrival, fatal=True)]
+            case wire.UsageMetadata():
+                return [UsageReport(part.usage, arrival, source="usageMetadata")]
             case wire.SetupComplete():
                 raise ProtocolError("a second setupComplete")
         return []  # generationComplete, model text, input transcription: nothing to report

@@ -14,7 +14,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from numpy.typing import NDArray
 from websockets.exceptions import ConnectionClosed
 
-from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, WireMessage
+from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, Metering, WireMessage
 from duplexsim.clients.hume_evi import events as wire
 from duplexsim.clients.hume_evi.protocol import OUTPUT_RATE, ClientProtocol
 from duplexsim.clients.transport.wsclient import WebSocketClient, close_text, message_size
@@ -52,6 +52,7 @@ def _checked(options: Mapping[str, Any]) -> Mapping[str, Any]:
 
 class HumeEviClient(WebSocketClient):
     protocol = "hume-evi"
+    metering = Metering("none")  # billed by the connected minute; no usage message on the wire
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

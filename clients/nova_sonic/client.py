@@ -23,7 +23,14 @@ from urllib.parse import quote, urlsplit
 
 from numpy.typing import NDArray
 
-from duplexsim.clients.base import Capabilities, ClientConfig, ClientEvent, DuplexClient, ErrorEvent
+from duplexsim.clients.base import (
+    Capabilities,
+    ClientConfig,
+    ClientEvent,
+    DuplexClient,
+    ErrorEvent,
+    Metering,
+)
 from duplexsim.clients.nova_sonic.protocol import ClientProtocol, SonicSettings, http_error
 from duplexsim.clients.nova_sonic.sigv4 import Credentials, EventSigner, sign_request
 from duplexsim.clients.transport.h2io import (
@@ -88,6 +95,9 @@ def _settings(voice: str | None, options: Mapping[str, Any]) -> SonicSettings:
 class NovaSonicClient(DuplexClient):
     protocol = "nova-sonic"
     pollable = True
+    # usageEvent: running totals of speech and text tokens; billed per token, everything
+    # streamed counted as input (the silence after the context too); AWS publishes no rate
+    metering = Metering("running-total", input_basis="stream")
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

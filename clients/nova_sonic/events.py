@@ -25,6 +25,7 @@ from typing import Any
 from duplexsim.clients.nova_sonic.eventstream import Message, encode_message
 from duplexsim.core import safejson
 from duplexsim.core.errors import ProtocolError
+from duplexsim.core.usage import Usage
 
 __all__ = [
     "AudioOutput",
@@ -35,6 +36,7 @@ __all__ = [
     "ServerEvent",
     "StreamException",
     "TextOutput",
+    "UsageEvent",
     "chunk",
     "chunk_raw",
     "decode_client_chunk",
@@ -114,14 +116,29 @@ class StreamException:
 
 
 @dataclass(frozen=True)
+class UsageEvent:
+    """The session's running token totals (``details.total``: speech and text, in and out);
+    AWS's output-events guide: sent throughout the response, with the delta since the last."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True)
 class Other:
-    """An event or message this client has no use for (completionStart, usageEvent, ...)."""
+    """An event or message this client has no use for (completionStart, ...)."""
 
     name: str
 
 
 ServerEvent = (
-    ContentStart | TextOutput | AudioOutput | ContentEnd | CompletionEnd | StreamException | Other
+    ContentStart
+    | TextOutput
+    | AudioOutput
+    | ContentEnd
+    | CompletionEnd
+    | StreamException
+    | UsageEvent
+    | Other
 )
 
 
@@ -183,7 +200,40 @@ def _server_event(name: str, body: dict[str, Any]) -> ServerEvent:
             return ContentEnd(_str(body, "contentId"), _str(body, "type"), _str(body, "stopReason"))
         case "completionEnd":
             return CompletionEnd(_str(body, "stopReason"))
+        case "usageEvent":
+            return UsageEvent(_usage(body))
     return Other(name)
+
+
+def _usage(body: dict[str, Any]) -> Usage:
+    """``details.total`` by direction and kind; with no details, the totals count as speech."""
+    details = body.get("details")
+    total = details.get("total") if isinstance(details, dict) else None
+    if not isinstance(total, dict):
+        return Usage(
+            input_audio_tokens=_count(body, "totalInputTokens"),
+            output_audio_tokens=_count(body, "totalOutputTokens"),
+        )
+    into, out = (_table(total.get("input")), _table(total.get("output")))
+    return Usage(
+        input_audio_tokens=_count(into, "speechTokens"),
+        input_text_tokens=_count(into, "textTokens"),
+        output_audio_tokens=_count(out, "speechTokens"),
+        output_text_tokens=_count(out, "textTokens"),
+    )
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(body: dict[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ProtocolError(f"usageEvent needs '{key}' as a count, got {value!r:.40}")
+    return value
 
 
 def _stage(body: dict[str, Any]) -> str | None:

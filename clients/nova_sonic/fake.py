@@ -40,6 +40,9 @@ from duplexsim.core.errors import ProtocolError
 __all__ = ["ServerProtocol"]
 
 RATES = (8000, 16000, 24000)
+# AWS publishes no speech-token rate: the fake bills this many a second of audio, in and out
+# (a stand-in for wire tests; the estimate learns a model's real rate from its own runs)
+SPEECH_TOKENS_PER_S = 25
 
 
 @dataclass
@@ -47,6 +50,7 @@ class _Reply:
     content_id: str
     audio: PacedReply
     said: str
+    billed: bool = False  # its usage is in the running totals
 
 
 class ServerProtocol:
@@ -78,6 +82,9 @@ class ServerProtocol:
         self._seen: object = None
         self._pending: tuple[int, NDArray[np.float32], NDArray[np.float32]] | None = None
         self._reply: _Reply | None = None
+        self._spoken_s = 0.0  # reply audio generated so far in the session
+        self._said_tokens = 0  # the replies' text
+        self._last_total = {"input": (0, 0), "output": (0, 0)}  # (speech, text) at the last report
         self._done = False
 
     def receive(self, data: str | bytes, now: float | None = None) -> list[Action]:
@@ -252,8 +259,35 @@ class ServerProtocol:
         if r.audio.generated:
             events.append(self._content_end(r.content_id, "AUDIO", "END_TURN"))
             events += self._text("ASSISTANT", "FINAL", r.said, "END_TURN")
-            events.append(self._ev("usageEvent", {"totalInputTokens": 0, "totalOutputTokens": 0}))
+            events.append(self._usage(r))
         return events
+
+    def _usage(self, reply: _Reply) -> dict[str, Any]:
+        """The session's running totals once a reply is over: everything streamed counts as
+        speech in (the silence too), the replies' audio as speech out, their text as text."""
+        if not reply.billed:
+            reply.billed = True
+            self._spoken_s += reply.audio.bytes_sent / 2 / self._out_rate
+            self._said_tokens += -(-len(reply.said) // 4)  # about 4 characters a token
+        heard_s = self._clock.received / self._rate if self._rate else 0.0
+        total = {
+            "input": (round(SPEECH_TOKENS_PER_S * heard_s), 0),
+            "output": (round(SPEECH_TOKENS_PER_S * self._spoken_s), self._said_tokens),
+        }
+        last, self._last_total = self._last_total, total
+
+        def tokens(pair: tuple[int, int]) -> dict[str, int]:
+            return {"speechTokens": pair[0], "textTokens": pair[1]}
+
+        delta = {k: (total[k][0] - last[k][0], total[k][1] - last[k][1]) for k in total}
+        t_in, t_out = sum(total["input"]), sum(total["output"])
+        return self._ev("usageEvent", {
+            "details": {
+                "delta": {k: tokens(v) for k, v in delta.items()},
+                "total": {k: tokens(v) for k, v in total.items()},
+            },
+            "totalInputTokens": t_in, "totalOutputTokens": t_out, "totalTokens": t_in + t_out,
+        })  # fmt: skip
 
     def _interrupt(self) -> list[dict[str, Any]]:
         r, self._reply = self._reply, None
@@ -262,7 +296,7 @@ class ServerProtocol:
         events = self._text("ASSISTANT", "FINAL", wire.INTERRUPTED, "INTERRUPTED")
         if not r.audio.generated:
             events.append(self._content_end(r.content_id, "AUDIO", "INTERRUPTED"))
-        return events
+        return [*events, self._usage(r)]
 
     def _text(self, role: str, stage: str, text: str, stop: str) -> list[dict[str, Any]]:
         cid = self._id("text")

@@ -27,6 +27,7 @@ from duplexsim.clients.base import (
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    UsageReport,
 )
 from duplexsim.clients.nova_sonic import events as wire
 from duplexsim.clients.nova_sonic.eventstream import MessageReader
@@ -151,6 +152,8 @@ class ClientProtocol:
                 return [Transcript(text, arrival, True)]
             case wire.ContentEnd(type="AUDIO", stop_reason="END_TURN"):
                 return [EndOfTurn(arrival)]
+            case wire.UsageEvent(usage=usage):
+                return [UsageReport(usage, arrival, cumulative=True, source="usageEvent")]
             case wire.StreamException(kind=kind, message=message):
                 return [ErrorEvent(stream_error(kind, self.redact(message)), arrival, fatal=True)]
         return []

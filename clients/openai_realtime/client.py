@@ -37,6 +37,7 @@ class OpenAIRealtimeClient(WebSocketClient):
     max_message = 2**24  # a session.updated with tools can be large
     protocol = "openai-realtime"
     dialect: ClassVar[dialects.Dialect] = dialects.OPENAI
+    metering = dialects.OPENAI.metering
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
@@ -117,23 +118,28 @@ class OpenAIRealtimeClient(WebSocketClient):
 class XaiRealtimeClient(OpenAIRealtimeClient):
     protocol = "xai-realtime"
     dialect = dialects.XAI
+    metering = dialects.XAI.metering
 
 
 class AzureRealtimeClient(OpenAIRealtimeClient):
     protocol = "azure-realtime"
     dialect = dialects.AZURE
+    metering = dialects.AZURE.metering
 
 
 class AzurePreviewRealtimeClient(OpenAIRealtimeClient):
     protocol = "azure-realtime-preview"
     dialect = dialects.AZURE_PREVIEW
+    metering = dialects.AZURE_PREVIEW.metering
 
 
 class AzureVoiceLiveClient(OpenAIRealtimeClient):
     protocol = "azure-voice-live"
     dialect = dialects.VOICE_LIVE
+    metering = dialects.VOICE_LIVE.metering
 
 
 class QwenOmniRealtimeClient(OpenAIRealtimeClient):
     protocol = "qwen-omni-realtime"
     dialect = dialects.QWEN
+    metering = dialects.QWEN.metering

@@ -11,8 +11,10 @@ events carry audio positions; voices; keep-alive pings. Sources are in docs/prof
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from duplexsim.clients.base import Metering
 
 __all__ = ["DIALECTS", "Dialect", "dialect"]
 
@@ -39,6 +41,8 @@ class Dialect:
     # other names the server takes for the same formats (the fake accepts them too)
     format_aliases: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     rate_field: str | None = None  # a flat session's input-rate field, where it has one
+    # usage on every response.done; token rates where the provider publishes them
+    metering: Metering = field(default_factory=lambda: Metering("per-response"))
 
     def auth_headers(self, key: str) -> dict[str, str]:
         if self.auth == "api-key":
@@ -59,6 +63,10 @@ class Dialect:
         return self.output_rate or input_rate
 
 
+# OpenAI's realtime costs guide: input audio 1 token per 100 ms, output 1 per 50 ms; with server
+# VAD the silence streamed between turns is not billed
+_OPENAI_METERING = Metering("per-response", 10.0, "context", 20.0)
+
 _OPENAI_VOICES = (
     "marin", "cedar", "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse",
 )  # fmt: skip
@@ -70,6 +78,7 @@ OPENAI = Dialect(
     shape="ga",
     vad_types=("server_vad", "semantic_vad"),
     voices=_OPENAI_VOICES,
+    metering=_OPENAI_METERING,
 )
 XAI = Dialect(
     name="xai",
@@ -91,6 +100,7 @@ AZURE = Dialect(
     auth="api-key",
     vad_types=("server_vad", "semantic_vad"),
     voices=_OPENAI_VOICES,
+    metering=_OPENAI_METERING,
 )
 # Azure OpenAI's preview endpoint (/openai/realtime?api-version=...-preview&deployment=...): the
 # Realtime beta as Azure still serves it to preview API versions
@@ -106,6 +116,7 @@ AZURE_PREVIEW = Dialect(
     vad_types=("server_vad", "semantic_vad"),
     voices=_OPENAI_VOICES,
     modalities=("text", "audio"),
+    metering=_OPENAI_METERING,
 )
 # Azure Voice Live (azure-ai-voicelive): beta-shaped session and event names, its own VAD types
 VOICE_LIVE = Dialect(

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from duplexsim.core import safejson
 from duplexsim.core.audio import float_to_pcm16, pcm16_to_float
 from duplexsim.core.errors import ProtocolError
+from duplexsim.core.usage import Usage
 
 __all__ = [
     "BETA_ALIASES",
@@ -163,6 +164,7 @@ class ResponseDone:
     status: str  # completed | cancelled | failed | incomplete | in_progress
     response_id: str | None = None
     status_details: dict[str, Any] | None = None
+    usage: Usage | None = None  # what the response used (realtime_response_usage.py)
 
 
 @dataclass(frozen=True)
@@ -270,10 +272,46 @@ class _Fields:
 
 def _response_done(f: _Fields) -> ResponseDone:
     response = f.nested("response", required=True)
+    # xAI repeats the usage at the top of the event; the response's own comes first
+    usage = response.get("usage", dict) or f.get("usage", dict)
     return ResponseDone(
         status=response.get("status", str) or "completed",
         response_id=response.get("id", str),
         status_details=response.get("status_details", dict),
+        usage=None if usage is None else _usage(_Fields(f"{f.kind}.usage", usage)),
+    )
+
+
+def _usage(u: _Fields) -> Usage:
+    """A response's usage: tokens by modality, cached input as the part of it served from
+    cache. DashScope's spelling (``input_tokens_details``) is read too. A report with totals
+    and no breakdown counts as audio: the input and the reply of a speech session are audio."""
+    total_in, total_out = u.get("input_tokens", int), u.get("output_tokens", int)
+    details_in = u.nested("input_token_details") if "input_token_details" in u.obj else None
+    if details_in is None and "input_tokens_details" in u.obj:
+        details_in = u.nested("input_tokens_details")
+    details_out = u.nested("output_token_details") if "output_token_details" in u.obj else None
+    if details_out is None and "output_tokens_details" in u.obj:
+        details_out = u.nested("output_tokens_details")
+    cached_audio = cached_text = None
+    if details_in is not None:
+        if "cached_tokens_details" in details_in.obj:
+            cached = details_in.nested("cached_tokens_details")
+            cached_audio, cached_text = (
+                cached.get("audio_tokens", int),
+                cached.get("text_tokens", int),
+            )
+        else:
+            cached_audio = details_in.get("cached_tokens", int)
+    return Usage(
+        input_audio_tokens=total_in if details_in is None else details_in.get("audio_tokens", int),
+        input_text_tokens=None if details_in is None else details_in.get("text_tokens", int),
+        cached_audio_tokens=cached_audio,
+        cached_text_tokens=cached_text,
+        output_audio_tokens=(
+            total_out if details_out is None else details_out.get("audio_tokens", int)
+        ),
+        output_text_tokens=None if details_out is None else details_out.get("text_tokens", int),
     )
 
 

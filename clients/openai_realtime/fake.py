@@ -30,6 +30,7 @@ import base64
 import binascii
 import itertools
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +118,10 @@ class ServerProtocol:
         session_id: str = "sess_fake_1",
     ) -> None:
         self._factory = behaviour_factory
-        self._injected = MediaFaults(faults or Faults())
+        self._faults = faults or Faults()
+        self._injected = MediaFaults(self._faults)
+        self._meter = FakeMeter()
+        self._speech_from_ms: int | None = None  # where the user's turn under way began
         self._d = dialect
         self._beta_names = beta_names or dialect.beta_names
         self._beta_header = beta_header
@@ -277,6 +281,7 @@ class ServerProtocol:
             return [
                 self._error("input_audio_buffer_commit_empty", message, None, obj.get("event_id"))
             ]
+        self._meter.heard(self._ms(self._buffered))  # the whole buffer is the user's item
         self._buffered = 0
         return self._user_item()
 
@@ -331,11 +336,17 @@ class ServerProtocol:
             # the real server counts from the prefix padding before the onset; the chunk that
             # detected speech stands in for the onset, which the behaviour keeps to itself
             padding = int(td.get("prefix_padding_ms", 300))
-            actions.append(self._speech("speech_started", max(0, self._ms(c0) - padding)))
+            self._speech_from_ms = max(0, self._ms(c0) - padding)
+            actions.append(self._speech("speech_started", self._speech_from_ms))
             if self._playing is not None and td.get("interrupt_response", True) is not False:
                 actions += self._cancel("turn_detected")
         if td is not None and step.speech_stopped:
-            actions.append(self._speech("speech_stopped", self._ms(b.turns[-1].decided)))
+            end_ms = self._ms(b.turns[-1].decided)
+            actions.append(self._speech("speech_stopped", end_ms))
+            # the item holds the turn, from the prefix padding before its onset to its end: the
+            # silence streamed between turns is not in it (nor billed)
+            self._meter.heard(end_ms - (self._speech_from_ms or 0))
+            self._speech_from_ms = None
             self._buffered = 0
             actions += self._user_item()
         self._turn_open = (self._turn_open or step.speech_started) and not step.speech_stopped
@@ -378,7 +389,7 @@ class ServerProtocol:
         item = self._item(resp, None)
         actions += [
             self._event("response.created", response=self._response(resp.rid, "in_progress", [])),
-            self._event("rate_limits.updated", rate_limits=_RATE_LIMITS),
+            self._event("rate_limits.updated", rate_limits=self._rate_limits()),
             self._event(
                 "response.output_item.added", response_id=resp.rid, output_index=0, item=item
             ),
@@ -427,7 +438,7 @@ class ServerProtocol:
                 "response.output_item.done", response_id=resp.rid, output_index=0, item=item
             ),
             self._event("conversation.item.done", item=item),
-            self._response_done(resp.rid, [item], status, reason),
+            self._response_done(resp.rid, [item], status, reason, resp),
         ):
             yield send.message
 
@@ -478,8 +489,15 @@ class ServerProtocol:
         output: list[dict[str, Any]],
         status: str = "completed",
         reason: str | None = None,
+        resp: FakeResponse | None = None,
     ) -> Send:
-        usage = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0}
+        out_rate = self._d.out_rate(self._rate)  # the reply's PCM is at the output rate
+        out_ms = 0 if resp is None else resp.audio.bytes_sent // 2 * 1000 // out_rate
+        said = "" if resp is None else resp.said
+        instructions = self._session.get("instructions")
+        usage = self._meter.response(
+            out_ms, said, instructions if isinstance(instructions, str) else ""
+        )
         response = {**self._response(rid, status, output), "usage": usage}
         if reason is not None:
             response["status_details"] = {"type": status, "reason": reason}
@@ -561,8 +579,57 @@ class ServerProtocol:
     def _ms(self, samples: int) -> int:
         return samples * 1000 // self._rate
 
+    def _rate_limits(self) -> list[dict[str, Any]]:
+        """What ``rate_limits.updated`` says: the requests left under an injected rate limit,
+        else a generous allowance; a token budget that never binds."""
+        left = self._faults.requests_left()
+        requests = {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 0.06}
+        if left is not None:
+            limit, remaining, reset = left
+            requests = {"name": "requests", "limit": limit, "remaining": remaining,
+                        "reset_seconds": round(reset, 3)}  # fmt: skip
+        tokens = {"name": "tokens", "limit": 100000, "remaining": 99000, "reset_seconds": 0.6}
+        return [requests, tokens]
 
-_RATE_LIMITS = [
-    {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 0.06},
-    {"name": "tokens", "limit": 100000, "remaining": 99000, "reset_seconds": 0.6},
-]
+
+class FakeMeter:
+    """What the fake bills each response, the way OpenAI's realtime costs guide counts it: audio
+    in at 1 token per 100 ms, out at 1 per 50 ms; each response re-reads the whole conversation
+    (the user's committed items and the model's earlier replies), the part an earlier response
+    already read served from cache; instructions and the reply's transcript as text, at about
+    four characters a token. The usage object has every field of openai's
+    ``RealtimeResponseUsage`` and azure-ai-voicelive's ``TokenUsage``."""
+
+    def __init__(self) -> None:
+        self.conversation_ms = 0  # audio in the conversation so far, the user's and the model's
+        self.read_tokens = 0  # audio tokens the last response read
+
+    def heard(self, ms: int) -> None:
+        """A user item of ``ms`` joined the conversation."""
+        self.conversation_ms += max(0, ms)
+
+    def response(self, out_ms: int, transcript: str, instructions: str) -> dict[str, Any]:
+        audio_in = self.conversation_ms // 100
+        cached = min(self.read_tokens, audio_in)
+        text_in = math.ceil(len(instructions) / 4)
+        audio_out = out_ms // 50
+        text_out = math.ceil(len(transcript) / 4)
+        self.read_tokens = audio_in
+        self.conversation_ms += out_ms  # the reply is input to the responses after it
+        return {
+            "total_tokens": audio_in + text_in + audio_out + text_out,
+            "input_tokens": audio_in + text_in,
+            "output_tokens": audio_out + text_out,
+            "input_token_details": {
+                "cached_tokens": cached,
+                "text_tokens": text_in,
+                "audio_tokens": audio_in,
+                "image_tokens": 0,
+                "cached_tokens_details": {
+                    "text_tokens": 0,
+                    "audio_tokens": cached,
+                    "image_tokens": 0,
+                },
+            },
+            "output_token_details": {"text_tokens": text_out, "audio_tokens": audio_out},
+        }

@@ -29,15 +29,18 @@ from duplexsim.clients.base import (
     ClientEvent,
     EndOfTurn,
     ErrorEvent,
+    RateLimits,
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    UsageReport,
 )
 from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime.dialects import OPENAI, Dialect
 from duplexsim.clients.transport.httperrors import retry_in
 from duplexsim.core.errors import ProtocolError, RateLimited, RemoteError, SessionError
 from duplexsim.core.redact import redact
+from duplexsim.core.retry import ProviderLimit
 
 __all__ = [
     "ClientProtocol",
@@ -166,13 +169,22 @@ class ClientProtocol:
             case wire.SpeechStopped(audio_end_ms=ms):
                 self.vad_marks.append(VadMark("speech_stopped", arrival, ms))
                 return [SpeechStopped(arrival)]
-            case wire.ResponseDone():
-                return [self._response_done(msg, arrival)]
+            case wire.ResponseDone(usage=usage):
+                used = (
+                    [] if usage is None else [UsageReport(usage, arrival, source="response.done")]
+                )
+                return [*used, self._response_done(msg, arrival)]
             case wire.Error():
                 error, fatal = classify_error(msg, self._secrets)
                 return [ErrorEvent(error, arrival, fatal)]
             case wire.RateLimitsUpdated(rate_limits=limits):
                 self.rate_limits = limits
+                stated = tuple(
+                    ProviderLimit(x.name, x.limit, x.remaining, x.reset_seconds)
+                    for x in limits
+                    if x.name is not None
+                )
+                return [RateLimits(stated, arrival, "rate_limits.updated")] if stated else []
             case wire.Unknown(type=kind):
                 self.unknown_types[kind] += 1
         return []

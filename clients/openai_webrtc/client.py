@@ -47,6 +47,7 @@ from duplexsim.clients.base import (
     DuplexClient,
     ErrorEvent,
 )
+from duplexsim.clients.openai_realtime.dialects import OPENAI
 from duplexsim.clients.openai_webrtc import signaling
 from duplexsim.clients.openai_webrtc.protocol import ClientProtocol, WebRTCOptions
 from duplexsim.clients.transport.rtc import (
@@ -72,6 +73,7 @@ CODEC_DELAY_S = 2 * ENCODER_DELAY_S  # 0.013: Opus lookahead, client->server and
 
 class OpenAIWebRTCClient(DuplexClient):
     protocol = "openai-webrtc"
+    metering = OPENAI.metering  # the same models and billing as over WebSocket
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

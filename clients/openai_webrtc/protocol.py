@@ -20,10 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from duplexsim.clients.base import (
-    ClientEvent,
-    EndOfTurn,
-)
+from duplexsim.clients.base import ClientEvent, EndOfTurn, UsageReport
 from duplexsim.clients.openai_realtime import events as wire
 from duplexsim.clients.openai_realtime import protocol as core
 from duplexsim.clients.openai_realtime.config import merge
@@ -194,8 +191,12 @@ class ClientProtocol(core.ClientProtocol):
                 return []  # audio comes over RTP
             case wire.ResponseDone(status="failed"):
                 self._playing = False
-            case wire.ResponseDone():
-                return [] if self._playing and not by_response else [EndOfTurn(arrival)]
+            case wire.ResponseDone(usage=usage):
+                used = (
+                    [] if usage is None else [UsageReport(usage, arrival, source="response.done")]
+                )
+                ended = [] if self._playing and not by_response else [EndOfTurn(arrival)]
+                return [*used, *ended]
             case wire.Ignored(type="output_audio_buffer.started"):
                 self._playing = True
                 return []

@@ -13,12 +13,16 @@ import re
 from collections.abc import Mapping
 
 from duplexsim.core.errors import ConnectError, RateLimited, SessionError
+from duplexsim.core.retry import ProviderLimit
 
-__all__ = ["refusal", "retry_after", "retry_in"]
+__all__ = ["limits_from_headers", "refusal", "retry_after", "retry_in"]
 
 # "Please try again in 1.5s" (OpenAI), "Please retry in 7s" (Google), "try again in 20ms"
 _RETRY_IN = re.compile(r"(?:try again|retry) in\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 _KEY_WORDS = ("api key", "api_key", "apikey")
+# "1s", "6m0s", "20ms", "1h2m3.5s": how OpenAI writes x-ratelimit-reset-*
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def retry_after(value: str | None) -> float | None:
@@ -72,3 +76,40 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
         return value
     lowered = name.lower()
     return next((v for k, v in headers.items() if k.lower() == lowered), None)
+
+
+def limits_from_headers(headers: Mapping[str, str]) -> tuple[ProviderLimit, ...]:
+    """The ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers (OpenAI's, and
+    servers that copy them) as limits; what is absent or unreadable is left out."""
+    found = []
+    for name in ("requests", "tokens"):
+        limit = _int_header(headers, f"x-ratelimit-limit-{name}")
+        remaining = _int_header(headers, f"x-ratelimit-remaining-{name}")
+        reset = _header(headers, f"x-ratelimit-reset-{name}")
+        if limit is None and remaining is None:
+            continue
+        found.append(
+            ProviderLimit(name, limit, remaining, None if reset is None else duration_s(reset))
+        )
+    return tuple(found)
+
+
+def duration_s(text: str) -> float | None:
+    """Seconds in "1.5", "20ms", "6m0s" or "1h2m3s"; None if it is none of those."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    value = _header(headers, name)
+    try:
+        return None if value is None else max(0, int(value.strip()))
+    except ValueError:
+        return None

@@ -13,12 +13,13 @@ from typing import ClassVar
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.http11 import Response
 
-from duplexsim.clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent
-from duplexsim.clients.transport.httperrors import refusal
+from duplexsim.clients.base import ClientConfig, ClientEvent, DuplexClient, ErrorEvent, RateLimits
+from duplexsim.clients.transport.httperrors import limits_from_headers, refusal
 from duplexsim.clients.transport.wsconn import KEEPALIVE_TIMEOUT, WsConnection
 from duplexsim.clients.transport.wsopen import connect
 from duplexsim.core.errors import ConnectError, Disconnected, ProtocolError, SessionError
 from duplexsim.core.redact import redact
+from duplexsim.core.retry import ProviderLimit
 
 __all__ = ["WebSocketClient", "WsConnection", "close_text", "message_size"]
 
@@ -60,6 +61,7 @@ class WebSocketClient(DuplexClient):
         self._ws: WsConnection | None = None
         self._stall_timeout_s: float | None = None
         self._closing = False
+        self._said: tuple[ProviderLimit, ...] = ()  # the handshake headers' word on the limits
 
     def endpoint(self) -> str:
         """The WebSocket URL to open."""
@@ -100,6 +102,8 @@ class WebSocketClient(DuplexClient):
             reason = self._redact(str(exc) or type(exc).__name__)
             raise ConnectError(f"cannot connect to {self._redact(url)}: {reason}") from None
         self._ws = ws
+        if ws.response is not None:
+            self._said = limits_from_headers(ws.response.headers)
         try:
             await self.handshake(ws)
         except SessionError:
@@ -136,6 +140,8 @@ class WebSocketClient(DuplexClient):
 
     async def events(self) -> AsyncIterator[ClientEvent]:
         ws = self._connected()
+        for said in self._take_said():
+            yield said
         while True:
             try:
                 message = await ws.recv(decode=self.decode_text)
@@ -158,7 +164,7 @@ class WebSocketClient(DuplexClient):
 
     def poll_events(self) -> tuple[list[ClientEvent], bool]:
         ws = self._connected()
-        events: list[ClientEvent] = []
+        events: list[ClientEvent] = self._take_said()
         try:
             while batch := ws.take(self.decode_text):
                 for message, size, arrival in batch:
@@ -177,6 +183,12 @@ class WebSocketClient(DuplexClient):
         if error is not None:
             events.append(ErrorEvent(error, self.clock(), fatal=True))
         return events, True
+
+    def _take_said(self) -> list[ClientEvent]:
+        """The headers' limits, once, stamped when taken: they are no message the session was
+        slow to read."""
+        said, self._said = self._said, ()
+        return [RateLimits(said, self.clock(), "x-ratelimit headers")] if said else []
 
     async def aclose(self) -> None:
         if self._ws is not None:

@@ -27,7 +27,7 @@ from duplexsim.cli.score_cmd import (
 from duplexsim.core.benchmark import Benchmark, load_benchmark
 from duplexsim.core.provenance import run_label
 from duplexsim.core.textable import render_table
-from duplexsim.profiles.profile import ModelProfile
+from duplexsim.profiles.profile import FAKE_PRICE, ModelProfile
 from duplexsim.run.demo_data import demo_benchmark, demo_partner_benchmark
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.progress import Progress
@@ -147,10 +147,12 @@ async def _run_models(
                 url=server.url,
                 fake_behaviour=behaviour,
                 source=f"fake:{behaviour}@{args.protocol}",
+                price=FAKE_PRICE,
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
             rows = await execute_run(bench, profile, opts, progress)
-            return summarise_rows(run_label(opts.run_id, profile.describe()), rows)
+            label = run_label(opts.run_id, profile.describe())
+            return summarise_rows(label, rows, profile.price)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.prices import format_amount
 from duplexsim.core.textable import render_table
+from duplexsim.core.usage import TOKEN_FIELDS
 from duplexsim.profiles.profile import ModelProfile, builtin_profiles, load_profile, resolve_model
 from duplexsim.session import eventloop
+
+if TYPE_CHECKING:
+    from duplexsim.live.models_check import CheckResult
 
 __all__ = ["register"]
 
@@ -71,13 +77,28 @@ def _check(args: argparse.Namespace) -> int:
             _s(r.audio_back_s),
             {None: "n/a", True: "yes", False: "no"}[r.end_of_turn],
             _s(r.round_trip_s),
+            _cost(r),
             "ok" if r.ok else f"FAILED: {r.problem}",
         ]
         for r in results
     ]
     headers = ["profile", "protocol", "handshake", "audio out", "audio back", "end of turn"]
-    print(render_table([*headers, "round trip", "result"], rows, align="llrrrlrl"))
+    print(render_table([*headers, "round trip", "cost", "result"], rows, align="llrrrlrrl"))
+    bases = {p.name: p.price.basis() for p in profiles if p.price is not None}
+    if bases:
+        print("\ncost = what the check used x the profile's prices:")
+        print("\n".join(f"  {name}: {basis}" for name, basis in bases.items()))
     return 0 if all(r.ok for r in results) else 1
+
+
+def _cost(result: CheckResult) -> str:
+    """What the check cost; where a price is unknown, what it used instead."""
+    if result.cost is not None and result.cost.amount is not None:
+        return format_amount(result.cost.amount)
+    used = result.usage
+    tokens = sum(used.counts().get(f, 0) for f in TOKEN_FIELDS)
+    what = f"{tokens:.0f} tokens, " if used.tokens_reported else ""
+    return f"? ({what}{used.connected_s or 0.0:.1f} s connected)"
 
 
 def _configured() -> list[ModelProfile]:

@@ -14,6 +14,7 @@ from duplexsim.cli.options import (
     model_options,
     select_samples,
 )
+from duplexsim.cli.spending import add_spending_arguments, check_spending
 from duplexsim.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from duplexsim.core.benchmark import Benchmark, load_benchmark
 from duplexsim.core.errors import ConfigError
@@ -23,13 +24,16 @@ from duplexsim.core.timing import TimingBudget
 from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import VadConfig
 from duplexsim.profiles.profile import ModelProfile, resolve_model
+from duplexsim.run.budget import BudgetReached
 from duplexsim.run.runner import RunOptions, default_run_id, execute_run, parse_shard
-from duplexsim.run.store import ResultRow
+from duplexsim.run.store import ResultRow, read_results
 from duplexsim.run.summary import render_summaries, summarise_rows
 from duplexsim.session import eventloop
 from duplexsim.session.engine import SessionSettings
 
 __all__ = ["add_session_arguments", "register", "session_settings", "with_overrides"]
+
+STOPPED_BY_BUDGET = 3  # exit status of a run that stopped at --max-cost (it resumes later)
 
 
 def add_session_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,6 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "one at a time, the first to start, then the next to start after it",
     )
     add_session_arguments(p)
+    add_spending_arguments(p)
     add_audio_arguments(p, latency_ms=150)
     p.set_defaults(func=_run)
 
@@ -173,6 +178,7 @@ def run_options(
         sample_ids=sample_ids,
         quiet=args.quiet,
         trials=getattr(args, "trials", 1),
+        max_cost=getattr(args, "max_cost", None),
     )
 
 
@@ -184,13 +190,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.sample or args.limit is not None:
         chosen = tuple(select_samples([s.id for s in bench], args.sample, args.limit))
     opts = run_options(args, args.run_id or default_run_id(profile), shard, chosen)
-    if args.monitor:
-        rows = _run_monitored(bench, profile, opts, args)
-    else:
-        rows = eventloop.run(execute_run(bench, profile, opts))
-    summary = summarise_rows(run_label(opts.run_id, profile.describe()), rows)
+    check_spending(args, bench, profile, opts)
+    stopped: BudgetReached | None = None
+    try:
+        if args.monitor:
+            rows = _run_monitored(bench, profile, opts, args)
+        else:
+            rows = eventloop.run(execute_run(bench, profile, opts))
+    except BudgetReached as exc:  # what was recorded stands; the rest waits for a resume
+        stopped = exc
+        rows = read_results(opts.run_dir)[1]
+    summary = summarise_rows(run_label(opts.run_id, profile.describe()), rows, profile.price)
     print(render_summaries([summary]))
     print(f"\nresults: {opts.run_dir}")
+    if stopped is not None:
+        print(f"\nstopped: {stopped}")
+        return STOPPED_BY_BUDGET
     return 1 if summary.failed else 0
 
 

@@ -71,6 +71,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="answer the first N connections with 429",
     )
     f.add_argument("--retry-after", type=float, default=1.0, help="Retry-After for 429 (s)")
+    f.add_argument(
+        "--rate-limit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="accept at most N connections per --rate-window, say how many remain "
+        "(x-ratelimit-* headers, rate_limits.updated) and refuse past them with 429",
+    )
+    f.add_argument(
+        "--rate-window", type=float, default=60.0, metavar="S", help="the rate limit's window (s)"
+    )
     f.add_argument("--close-after", type=float, metavar="S", help="close mid-stream after S s")
     f.add_argument("--stall-after", type=float, metavar="S", help="go silent after S s")
     f.add_argument("--malformed-after", type=float, metavar="S", help="send garbage after S s")
@@ -97,7 +108,14 @@ def behaviour_params(args: argparse.Namespace) -> dict[str, Any]:
 def fault_settings(args: argparse.Namespace) -> Any:
     from duplexsim.clients.fakekit.faults import Faults
 
-    return Faults(
+    try:
+        return _faults(Faults, args)
+    except ValueError as exc:
+        raise ConfigError(f"fault settings: {exc}") from None
+
+
+def _faults(make: Any, args: argparse.Namespace) -> Any:
+    return make(
         refuse_status=args.refuse,
         rate_limit_first=args.rate_limit_first,
         retry_after_s=args.retry_after,
@@ -105,6 +123,8 @@ def fault_settings(args: argparse.Namespace) -> Any:
         stall_after_s=args.stall_after,
         malformed_after_s=args.malformed_after,
         extra_latency_s=args.extra_latency,
+        rate_limit=args.rate_limit,
+        rate_window_s=args.rate_window,
     )
 
 

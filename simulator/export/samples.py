@@ -16,9 +16,11 @@ import numpy as np
 from duplexsim.core.bundle import EVENTS, INPUT, META, OUTPUT, STEREO
 from duplexsim.core.emotions import EMOTIONS
 from duplexsim.core.errors import ConfigError, InputError
+from duplexsim.core.prices import Cost, PriceTable
 from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.shown import csv_cell
 from duplexsim.report.data import sample_scores
+from duplexsim.run.costs import NO_TABLE, row_cost, run_price
 from duplexsim.run.store import ResultRow, load_results
 from duplexsim.runscores.cache import ScoreCache, cache_path
 from duplexsim.scoring.metrics import SampleScores
@@ -34,6 +36,8 @@ def sample_records(run_dir: RunFolder | Path) -> Iterator[dict[str, Any]]:
     run = RunFolder.of(run_dir)
     results = load_results(run)
     meta, rows = results.meta, results.rows
+    price = run_price(meta)
+    basis = NO_TABLE if price is None else price.basis()
     caches = _caches(run)
     # what the metrics see (a voice judged against its own register, the out-of-N reasons):
     # the export's top emotion and match are the report's
@@ -43,7 +47,8 @@ def sample_records(run_dir: RunFolder | Path) -> Iterator[dict[str, Any]]:
         record: dict[str, Any] = {
             "run_id": meta.get("run_id", run.path.name),
             "model": meta.get("model", {}).get("name"),
-            **dataclasses.asdict(row),  # result, timing and validity, whatever the row holds
+            **dataclasses.asdict(row),  # result, timing, validity and usage, whatever it holds
+            "cost": _cost(row_cost(row, price), price, basis),
             "paths": _paths(run, row, problems),
             "scores": {
                 name: _scores(cache, row, judged[name].get(row.sample_id), problems)
@@ -52,6 +57,16 @@ def sample_records(run_dir: RunFolder | Path) -> Iterator[dict[str, Any]]:
             "problems": problems,
         }
         yield record
+
+
+def _cost(cost: Cost, price: PriceTable | None, basis: str) -> dict[str, Any]:
+    """The sample's cost over all its attempts (None where part of it is unknown), on its basis."""
+    return {
+        "amount": cost.amount,
+        "currency": None if price is None else price.currency,
+        "unknown": "; ".join(cost.unknown) or None,
+        "basis": basis,
+    }
 
 
 def _as_judged(rows: list[ResultRow], cache: ScoreCache) -> dict[str, SampleScores]:

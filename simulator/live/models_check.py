@@ -12,14 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.fakekit.behaviours import synthetic_voice
 from duplexsim.clients.registry import client_class
+from duplexsim.core.prices import Cost
 from duplexsim.core.turns import TurnSettings
+from duplexsim.core.usage import Usage
 from duplexsim.profiles.profile import ModelProfile, client_config
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.session.engine import SessionSettings, run_session
@@ -42,6 +44,8 @@ class CheckResult:
     end_of_turn: bool | None  # the protocol's end-of-turn signal came; None: it has none
     round_trip_s: float | None  # model speech onset - end of the probe's speech
     error: str | None = None
+    usage: Usage = field(default_factory=Usage)  # what the check used ...
+    cost: Cost | None = None  # ... and cost at the profile's prices (None: no price table)
 
     @property
     def problem(self) -> str | None:
@@ -112,6 +116,8 @@ async def check_model(profile: ModelProfile, url: str | None = None) -> CheckRes
         end_of_turn=signalled if has_signal else None,
         round_trip_s=None if timing is None else timing.latency_s,
         error=outcome.error,
+        usage=outcome.usage,
+        cost=None if profile.price is None else profile.price.cost(outcome.usage),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from duplexsim.clients.base import ClientConfig
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.names import NAME_HINT, is_name
+from duplexsim.core.prices import PriceTable
 from duplexsim.core.provenance import endpoint_kind
 
 __all__ = [
@@ -41,7 +42,10 @@ _FIELDS = {
     "options",
     "connect_timeout_s",
     "description",
+    "price",
 }
+# what a local reference model costs: nothing, and that is known
+FAKE_PRICE = PriceTable(source="a local reference model: not billed")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class ModelProfile:
     fake_behaviour: str | None = None  # set for fake:BEHAVIOUR models, served locally
     source: str = ""
     url_overridden: bool = False  # ``url`` was replaced on the command line (``--url``)
+    price: PriceTable | None = None  # what the provider bills (None: no table, cost unknown)
 
     @property
     def endpoint(self) -> str:
@@ -80,6 +85,7 @@ class ModelProfile:
             "source": self.source,
             "endpoint": self.endpoint,
             "url_overridden": self.url_overridden,
+            "price": None if self.price is None else self.price.describe(),
         }
 
 
@@ -109,6 +115,12 @@ def load_profile(path: Path) -> ModelProfile:
     name = data.get("name", path.stem)
     if not is_name(name):  # it names runs and their folders
         raise ConfigError(f"{path}: field 'name' {name!r} must be {NAME_HINT}")
+    price = None
+    if "price" in data:
+        try:
+            price = PriceTable.from_dict(data["price"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     return ModelProfile(
         name=name,
         protocol=data["protocol"],
@@ -120,6 +132,7 @@ def load_profile(path: Path) -> ModelProfile:
         connect_timeout_s=float(timeout),
         description=data.get("description", ""),
         source=str(path),
+        price=price,
     )
 
 
@@ -146,6 +159,7 @@ def resolve_model(spec: str) -> ModelProfile:
             protocol=protocol or "pcm-ws",
             fake_behaviour=behaviour,
             source=spec,
+            price=FAKE_PRICE,
         )
     if spec.startswith(("ws://", "wss://")):
         return ModelProfile(name="pcm-ws", protocol="pcm-ws", url=spec, source=spec)

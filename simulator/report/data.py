@@ -15,6 +15,7 @@ from duplexsim.core.provenance import BenchmarkId, ScorerIdentity, model_label
 from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.takeover import TaskTiming, TimedSample, task_timings
 from duplexsim.report.items import Sources, benchmark_sources, run_agreement, run_items
+from duplexsim.run.costs import run_price
 from duplexsim.run.store import ResultRow, load_results, session_key
 from duplexsim.run.summary import RunSummary, summarise_rows
 from duplexsim.runscores.cache import ScoreCache, cache_path
@@ -82,7 +83,10 @@ class RunReport:
                 "send_p99_ms": t.send_p99_ms,
                 "send_max_ms": t.send_max_ms,
                 "failures": t.failures,
+                "provider_wait_s": t.provider_wait_s,
+                "rate_limited": t.rate_limited,
             },
+            "cost": None if t.cost is None else t.cost.to_dict(),
             "timing_by_task": [t.to_dict() for t in self.tasks],
             "partner_by_task": [p.to_dict() for p in self.partner],
             "trials": None if self.agreement is None else self.agreement.to_dict(),
@@ -246,7 +250,7 @@ def build_report(run_dir: RunFolder | Path, scorer: str | None, *, seed: int = 0
         scorer=scorer,
         comparable=scorer in COMPARABLE_SCORERS,
         metrics=metrics,
-        timing=summarise_rows(run_dir.name, rows),
+        timing=summarise_rows(run_dir.name, rows, run_price(meta)),
         unscored=unscored,
         identity=cache.identity,
         benchmark=BenchmarkId.from_meta(meta.get("benchmark")),

@@ -17,6 +17,7 @@ from duplexsim.report.tables import (
     TASK_NOTE,
     _per_emotion_rows,
     _per_language_rows,
+    cost_notes,
     group_notes,
     has_partner,
     has_tasks,
@@ -96,7 +97,10 @@ def _group_html(group: Group, number: int, plots: Sequence[Path]) -> list[str]:
         f"<h2>{html.escape(group.title)}</h2>",
         "".join(f'<p class="warn">{html.escape(n)}</p>' for n in group_notes(group)),
         _table(HEADERS, leaderboard_rows(group.reports, group.bands), f"leaderboard-{number}"),
-        "".join(f"<p class='note'>{html.escape(n)}</p>" for n in out_of_n_notes(group.reports)),
+        "".join(
+            f"<p class='note'>{html.escape(n)}</p>"
+            for n in [*out_of_n_notes(group.reports), *cost_notes(group.reports)]
+        ),
         *_statistics_html(group, number),
         "<h3>Match rate by emotion</h3>",
         _table(["emotion", *runs], _per_emotion_rows(group.reports), f"by-emotion-{number}"),

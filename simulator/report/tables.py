@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from duplexsim.core.emotions import EMOTIONS
 from duplexsim.core.partnermetrics import PartnerSummary
+from duplexsim.core.prices import format_amount
 from duplexsim.core.textable import render_table
 from duplexsim.report.compare import (
     BAND_NOTE,
@@ -18,6 +19,7 @@ from duplexsim.report.compare import (
 )
 from duplexsim.report.data import NO_SCORER, RunReport
 from duplexsim.report.groups import LEGEND, Group, group_reports, ranked, separate_note
+from duplexsim.run.costs import cost_text
 
 __all__ = [
     "NOT_COMPARABLE",
@@ -60,6 +62,8 @@ HEADERS = [
     "latency p50 ms (n)",
     "timing valid",
     "failed",
+    "cost",
+    "cost / sample",
 ]
 
 
@@ -100,9 +104,31 @@ def leaderboard_rows(
                 f"{_num(r.timing.latency_p50_ms, '{:.0f}')} ({r.timing.latency_n})",
                 f"{r.timing.timing_valid}/{r.timing.samples - r.timing.failed}",
                 str(m.n_failed),
+                *_cost_cells(r),
             ]
         )
     return rows
+
+
+def _cost_cells(r: RunReport) -> list[str]:
+    cost = r.timing.cost
+    if cost is None:
+        return ["-", "-"]
+    per = cost.per_sample
+    return [cost_text(cost.total, cost.currency), "-" if per is None else format_amount(per)]
+
+
+def cost_notes(reports: Sequence[RunReport]) -> list[str]:
+    """Per run: what its cost is computed from (usage x the prices it recorded, their date and
+    source), and what is unknown where it is."""
+    notes = []
+    for r in ranked(reports):
+        cost = r.timing.cost
+        if cost is None:
+            continue
+        unknown = f"; unknown: {', '.join(cost.total.unknown[:3])}" if cost.total.unknown else ""
+        notes.append(f"{r.run_id}: cost = usage x {cost.basis}{unknown}")
+    return notes
 
 
 def group_notes(group: Group) -> list[str]:
@@ -293,6 +319,7 @@ def _terminal_group(group: Group, number: int, total: int) -> list[str]:
         render_table(HEADERS, leaderboard_rows(group.reports, group.bands)),
         "",
         *out_of_n_notes(group.reports),
+        *cost_notes(group.reports),
     ]
     if group.identity.name == NO_SCORER:  # timing only: the tables would be empty
         return parts
@@ -354,7 +381,8 @@ def markdown_report(reports: Sequence[RunReport], *, plots: Sequence[Sequence[st
         parts += [f"## {group.title}", ""]
         parts += [f"> **{n}**" for n in group_notes(group)] + [""]
         parts += [_markdown_table(HEADERS, leaderboard_rows(group.reports, group.bands)), ""]
-        parts += [*(f"- {n}" for n in out_of_n_notes(group.reports)), ""]
+        notes = [*out_of_n_notes(group.reports), *cost_notes(group.reports)]
+        parts += [*(f"- {n}" for n in notes), ""]
         if group.identity.name != NO_SCORER:  # else timing only: the tables would be empty
             for table in statistics_tables(group):
                 parts += [f"### {table.title[0].upper()}{table.title[1:]}", ""]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import multiprocessing
@@ -40,12 +41,17 @@ from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
+from duplexsim.core.usage import Usage
 from duplexsim.core.vad import VadConfig
 from duplexsim.profiles.profile import ModelProfile, client_config
 from duplexsim.run.admission import Headroom, Slot
+from duplexsim.run.budget import Budget
+from duplexsim.run.costs import PRICE_KEY, row_cost, row_usage
+from duplexsim.run.estimate import earlier_rows, estimate_run, learn
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.lifeline import watch_owner
 from duplexsim.run.progress import Progress
+from duplexsim.run.providergate import ProviderGate
 from duplexsim.run.recording import package_versions, record_session, remove_unfinished
 from duplexsim.run.runlock import run_lock
 from duplexsim.run.store import ResultRow, RunStore, session_key, store_filename
@@ -85,6 +91,9 @@ class RunOptions:
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
     trials: int = 1  # ``run --trials K``: each sample run K times, each trial its own session
+    # ``run --max-cost``: no sample starts once the run's spend, its sessions in flight and the
+    # sample's own expected cost would pass this (the price table's currency)
+    max_cost: float | None = None
 
     def __post_init__(self) -> None:
         check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
@@ -230,6 +239,8 @@ def _open_store(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> Ru
         raise ConfigError(f"run '{opts.run_id}' {problem}; choose another --run-id")
     if not existing.get("created"):  # written once: a resumed run keeps what it started with
         store.set_meta({**identity, "created": datetime.now(UTC).isoformat()})
+    # the prices its costs are computed at: the latest (a corrected table re-prices the run)
+    store.set_meta({PRICE_KEY: None if profile.price is None else profile.price.describe()})
     return store
 
 
@@ -337,6 +348,7 @@ async def _execute_locked(
     try:
         todo = _todo(bench, opts, store)
         remove_unfinished(opts.run_dir / "sessions", (j.key for j in todo))
+        spend = _Spend.of([j.sample for j in todo], profile, opts, store.rows())
         own_progress = progress is None
         if progress is None:
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)
@@ -344,12 +356,52 @@ async def _execute_locked(
         if todo:
             with worker_pool() as pool:
                 async with _endpoint(profile, given) as endpoint:
-                    await _run_all(todo, profile, endpoint, opts, _Writer(store, pool), progress)
+                    writer = _Writer(store, pool)
+                    await _run_all(todo, profile, endpoint, opts, writer, progress, spend)
         if own_progress:
             progress.close()
+        if spend.budget is not None and spend.budget.not_started:
+            raise spend.budget.reached()
         return store.rows()
     finally:
         store.close()
+
+
+@dataclass
+class _Spend:
+    """A run's money and its provider's limits: the gate its starts wait on, the usage of
+    samples that failed before (billed too: a rerun adds to it), and, with ``--max-cost``, the
+    budget and each sample's expected cost."""
+
+    gate: ProviderGate
+    prior: dict[str, Usage]
+    budget: Budget | None = None
+    expected: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, todo: list[Sample], profile: ModelProfile, opts: RunOptions, rows: list[ResultRow]
+    ) -> _Spend:
+        prior = {r.sample_id: u for r in rows if r.status == "failed" and (u := row_usage(r))}
+        metering = client_class(profile.protocol).metering
+        earlier = (
+            []
+            if opts.max_cost is None
+            else earlier_rows(opts.runs_dir, profile.name, profile.protocol)
+        )
+        estimate = estimate_run(todo, learn(earlier, metering), profile.price)
+        spend = cls(ProviderGate(opts.retry, estimate.tokens_per_session), prior)
+        if opts.max_cost is None:
+            return spend
+        price = profile.price
+        unknown = sorted({u for c in estimate.per_sample.values() for u in c.unknown})
+        if price is None or unknown:
+            why = "the profile has no price table" if price is None else ", ".join(unknown[:3])
+            raise ConfigError(f"--max-cost needs a known cost per session; {why}")
+        spent = sum(row_cost(r, price).known for r in rows)
+        spend.budget = Budget(opts.max_cost, spent, price.currency)
+        spend.expected = {k: c.amount or 0.0 for k, c in estimate.per_sample.items()}
+        return spend
 
 
 async def _run_all(
@@ -359,6 +411,7 @@ async def _run_all(
     opts: RunOptions,
     writer: _Writer,
     progress: Progress,
+    spend: _Spend,
 ) -> None:
     gate = asyncio.Semaphore(opts.concurrency)
     # --concurrency is a ceiling: a session starts only while the sessions already running (of
@@ -368,13 +421,18 @@ async def _run_all(
     headroom.start()
 
     async def one(job: Job) -> None:
-        async with gate, headroom.slot(opts.concurrency, check=opts.admission) as slot:
-            progress.in_flight += 1
-            try:
-                await _run_sample(job, profile, endpoint, opts, writer, progress, slot)
-            finally:
-                progress.in_flight -= 1
-                progress.update()
+        async with gate:
+            budget = spend.budget
+            expected = spend.expected.get(job.sample.id, 0.0)
+            if budget is not None and not await budget.admit(job.key, expected):
+                return  # past --max-cost: left for a resumed run
+            async with headroom.slot(opts.concurrency, check=opts.admission) as slot:
+                progress.in_flight += 1
+                try:
+                    await _run_sample(job, profile, endpoint, opts, writer, progress, slot, spend)
+                finally:
+                    progress.in_flight -= 1
+                    progress.update()
 
     ticker = asyncio.create_task(_tick(progress))
     with realtime_tuning():
@@ -399,6 +457,7 @@ async def _run_sample(
     writer: _Writer,
     progress: Progress,
     slot: Slot,
+    spend: _Spend,
 ) -> None:
     sample = job.sample
     loop = asyncio.get_running_loop()
@@ -410,7 +469,11 @@ async def _run_sample(
         clips = await loop.run_in_executor(
             writer.pool, read_partner_clips, sample.partner, opts.settings.vad
         )
-    attempt = 0
+    provider = spend.gate
+    waited = await provider.turn()
+    provider.started()
+    usage = spend.prior.get(job.key, Usage())
+    attempt = refused = 0
     while True:
         attempt += 1
         client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
@@ -427,9 +490,22 @@ async def _run_sample(
             executor=writer.pool,
             tap=None if opts.monitor is None else opts.monitor(),
             server_stalls=endpoint.server_stalls,
+            on_rate_limits=provider.said,
         )
+        usage = usage + outcome.usage  # every attempt is billed
+        provider.ended(outcome.rate_limited, outcome.retry_after_s)
         if outcome.status != "failed":  # how sessions end teaches admission what fits
             slot.headroom.ended(outcome.check.valid, started)
+        if outcome.rate_limited and refused < opts.retry.max_rate_limited:
+            # not an attempt: the whole run slows down, and this one waits its turn
+            refused += 1
+            attempt -= 1
+            progress.retries += 1
+            slot.give_back()
+            await slot.take()
+            waited += await provider.turn()
+            provider.started()
+            continue
         wait = None
         if outcome.status == "failed":
             wait = opts.retry.delay(
@@ -446,6 +522,8 @@ async def _run_sample(
             break
         progress.retries += 1
         await slot.retake(wait)
+        waited += await provider.turn()
+        provider.started()
     folder = opts.run_dir / "sessions" / job.key
     trial = job.trial if opts.trials > 1 or job.trial > 1 else None
     meta = BundleMeta(
@@ -468,34 +546,29 @@ async def _run_sample(
         extra=({"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {})
         | ({} if trial is None else {"trial": trial}),
     )
-    row = _row(job, outcome, attempt, folder, opts.run_dir, trial)
+    row = outcome_row(
+        job.key,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempt,
+        folder,
+        opts.run_dir,
+        task=sample.task,
+        emotions=[e.emotion for e in sample.partner] if sample.partner else None,
+        trial=trial,
+        usage=usage,
+        rate_limited=refused,
+        provider_wait_s=waited,
+        context_s=context.size / CONTEXT_RATE,
+    )
     await writer.save(folder, outcome, meta, row)
+    if spend.budget is not None:
+        await spend.budget.settle(job.key, row_cost(row, profile.price).known)
     if outcome.status == "failed":
         progress.failed += 1
     else:
         progress.done += 1
-
-
-def _row(
-    job: Job,
-    outcome: SessionOutcome,
-    attempts: int,
-    folder: Path,
-    run_dir: Path,
-    trial: int | None,
-) -> ResultRow:
-    return outcome_row(
-        job.key,
-        job.sample.language,
-        job.sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
-        outcome,
-        attempts,
-        folder,
-        run_dir,
-        task=job.sample.task,
-        emotions=[e.emotion for e in job.sample.partner] if job.sample.partner else None,
-        trial=trial,
-    )
 
 
 def outcome_row(
@@ -510,11 +583,17 @@ def outcome_row(
     task: str | None = None,
     emotions: Sequence[str | None] | None = None,
     trial: int | None = None,
+    usage: Usage | None = None,
+    rate_limited: int = 0,
+    provider_wait_s: float = 0.0,
+    context_s: float | None = None,
 ) -> ResultRow:
     """The results row of one recorded session (``emotion`` "" where there is no reference);
     ``emotions``: a partner script's, by step (None: no partner); ``sample_id`` is the
-    session's key (``session_key``) where it is one trial of several."""
+    session's key (``session_key``) where it is one trial of several; ``usage``: over every
+    attempt of the sample (default: this session's own)."""
     t = outcome.timing
+    used = outcome.usage if usage is None else usage
     partner = None
     if emotions is not None and outcome.status != "failed":
         record = PartnerRecord.of_session(outcome.turns, outcome.partner, outcome.speech, emotions)
@@ -549,6 +628,10 @@ def outcome_row(
         latency_bound_ms=outcome.check.latency_bound_ms,
         partner=partner,
         trial=trial,
+        **dataclasses.asdict(used),
+        rate_limited=rate_limited,
+        provider_wait_s=round(provider_wait_s, 3),
+        context_s=None if context_s is None else round(context_s, 3),
     )
 
 

@@ -82,6 +82,23 @@ class ResultRow:
         """The benchmark sample this row ran (its key without a trial's suffix)."""
         return sample_of(self.sample_id, self.trial)
 
+    # what the sample used over all its attempts (every attempt is billed): the provider's token
+    # counts (None where it reported none) and the seconds measured here (duplexsim.core.usage)
+    input_audio_tokens: int | None = None
+    input_text_tokens: int | None = None
+    cached_audio_tokens: int | None = None
+    cached_text_tokens: int | None = None
+    output_audio_tokens: int | None = None
+    output_text_tokens: int | None = None
+    audio_sent_s: float | None = None
+    audio_received_s: float | None = None
+    connected_s: float | None = None
+    # the provider's limits: attempts it refused for them, and how long this sample's starts
+    # were held back by them (pacing under what remains, back-off after a refusal)
+    rate_limited: int | None = None
+    provider_wait_s: float | None = None
+    context_s: float | None = None  # the context's length (what estimates scale usage by)
+
 
 def session_key(sample_id: str, trial: int) -> str:
     """The row's key and the session's folder name of one trial of a sample: the sample id for

@@ -1,4 +1,5 @@
-"""The end-of-run summary: how many sessions replied, how fast, and what failed."""
+"""The end-of-run summary: how many sessions replied, how fast, what failed, what it cost and how
+long it waited on the provider's limits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from duplexsim.core.prices import PriceTable, format_amount
+from duplexsim.core.shown import for_terminal
 from duplexsim.core.textable import render_table
+from duplexsim.run.costs import RunCost, cost_text, run_cost
 from duplexsim.run.store import ResultRow
 
 __all__ = ["RunSummary", "render_summaries", "summarise_rows"]
@@ -31,6 +35,10 @@ class RunSummary:
     send_p99_ms: float | None
     send_max_ms: float | None
     failures: dict[str, int]
+    cost: RunCost | None = None
+    provider_wait_s: float = 0.0  # sessions' starts held by the provider's limits, summed
+    provider_wait_max_s: float = 0.0  # ... and the longest one sample waited
+    rate_limited: int = 0  # attempts the provider refused for its rate limits
 
     @property
     def reply_rate(self) -> float | None:
@@ -42,7 +50,10 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def summarise_rows(label: str, rows: Sequence[ResultRow]) -> RunSummary:
+def summarise_rows(
+    label: str, rows: Sequence[ResultRow], price: PriceTable | None = None
+) -> RunSummary:
+    """``price``: the run's price table (None: none, its cost is unknown)."""
     ok = [r for r in rows if r.status == "ok"]
     # a latency whose session broke its timing budget cannot be vouched for: left out, counted
     valid = [r for r in rows if r.status != "failed" and r.timing_valid is not False]
@@ -67,6 +78,10 @@ def summarise_rows(label: str, rows: Sequence[ResultRow]) -> RunSummary:
         send_p99_ms=max((r.send_p99_ms or 0.0 for r in sends), default=None),
         send_max_ms=max((r.send_max_ms or 0.0 for r in sends), default=None),
         failures=dict(Counter(r.end_reason for r in rows if r.status == "failed")),
+        cost=run_cost(rows, price),
+        provider_wait_s=sum(r.provider_wait_s or 0.0 for r in rows),
+        provider_wait_max_s=max((r.provider_wait_s or 0.0 for r in rows), default=0.0),
+        rate_limited=sum(r.rate_limited or 0 for r in rows),
     )
 
 
@@ -91,6 +106,8 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
         "overlaps",
         "send p99 ms (worst)",
         "send max ms",
+        "cost",
+        "cost / sample",
     ]
     rows = [
         [
@@ -109,6 +126,7 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
             s.overlapped,
             _num(s.send_p99_ms, "{:.2f}"),
             _num(s.send_max_ms, "{:.2f}"),
+            *_cost_cells(s.cost),
         ]
         for s in summaries
     ]
@@ -128,4 +146,43 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
                 f"{s.label} leaves out {s.samples - s.failed - s.timing_valid}" for s in invalid
             )
         )
-    return text
+    return text + _cost_notes(summaries) + _provider_notes(summaries)
+
+
+def _cost_cells(cost: RunCost | None) -> list[str]:
+    if cost is None:
+        return ["-", "-"]
+    per = cost.per_sample
+    return [cost_text(cost.total, cost.currency), "-" if per is None else format_amount(per)]
+
+
+def _cost_notes(summaries: Sequence[RunSummary]) -> str:
+    """The basis of each run's cost, and why a cost is unknown where it is."""
+    lines = []
+    for s in summaries:
+        if s.cost is None:
+            continue
+        why = ""
+        if s.cost.total.unknown:
+            why = " -- unknown: " + ", ".join(s.cost.total.unknown[:4])
+        lines.append(
+            for_terminal(f"{s.label}: {s.cost.basis}{why}")
+        )  # a run's record: outside text
+    if not lines:
+        return ""
+    return "\n\ncost = usage x price (every attempt of a sample billed):\n  " + "\n  ".join(lines)
+
+
+def _provider_notes(summaries: Sequence[RunSummary]) -> str:
+    lines = [
+        f"{s.label}: {s.provider_wait_s:.1f} s in all (longest sample {s.provider_wait_max_s:.1f} s), "
+        f"{s.rate_limited} attempt{'s' if s.rate_limited != 1 else ''} refused for rate limits"
+        for s in summaries
+        if s.provider_wait_s > 0 or s.rate_limited
+    ]
+    if not lines:
+        return ""
+    return (
+        "\n\nwaited on the provider's limits (starts paced under what remains, back-off after "
+        "a refusal):\n  " + "\n  ".join(lines)
+    )

@@ -28,11 +28,12 @@ from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient
 from duplexsim.core.conversation import UserTurn
-from duplexsim.core.errors import Disconnected, ProtocolError, SessionError
+from duplexsim.core.errors import Disconnected, ProtocolError, RateLimited, SessionError
 from duplexsim.core.intake import kept_error
 from duplexsim.core.records import EventRecords
 from duplexsim.core.redact import redact
 from duplexsim.core.replytracker import ReplyTracker
+from duplexsim.core.retry import ProviderLimit
 from duplexsim.core.timing import (
     LatencyWindow,
     ReplyTiming,
@@ -43,6 +44,7 @@ from duplexsim.core.timing import (
     speech_end,
 )
 from duplexsim.core.turns import EndReason, TurnSettings
+from duplexsim.core.usage import Usage
 from duplexsim.core.vad import BEFORE_RUN_RULE, VadConfig
 from duplexsim.session.eventloop import stall_log
 from duplexsim.session.eventpump import EventPump
@@ -153,6 +155,9 @@ class SessionOutcome:
     turns: list[dict[str, Any]] = field(default_factory=list)
     partner: list[dict[str, Any]] = field(default_factory=list)
     speech: list[list[float]] = field(default_factory=list)
+    # what the session used: the provider's reports, and the seconds measured here
+    usage: Usage = field(default_factory=Usage)
+    rate_limited: bool = False  # the provider refused it for its rate limits
 
     @functools.cached_property
     def events(self) -> list[dict[str, Any]]:
@@ -316,6 +321,7 @@ async def run_session(
     executor: concurrent.futures.Executor | None = None,
     tap: SessionTap | None = None,
     server_stalls: StallLog | None = None,
+    on_rate_limits: Callable[[tuple[ProviderLimit, ...]], None] | None = None,
 ) -> SessionOutcome:
     """Stream ``user`` (a 16 kHz context, or any ``UserAudio`` such as a live source) to
     ``client`` and capture its reply; never raises SessionError: failures come back as a
@@ -327,6 +333,7 @@ async def run_session(
     event loop never does that work. ``tap`` observes the session's audio as it runs.
     ``server_stalls`` are the stalls of a model server on this machine (a fake the run started),
     checked with our loop's own over the reply's latency window (on the loop's clock only).
+    ``on_rate_limits`` hears the provider's rate limits as soon as it says them.
     """
     loop_stalls = None
     if clock is None:
@@ -337,8 +344,9 @@ async def run_session(
     source = FixedContext(user) if isinstance(user, np.ndarray) else user
     client.use_clock(clock)
     s = _Session(client, source, settings, window_start_s, clock, tap)
+    s.receiver.on_rate_limits = on_rate_limits
     wall0 = clock()
-    error, timed_out = await _connect_and_stream(s, tap)
+    error, timed_out, connected_s = await _connect_and_stream(s, tap)
     wall_s = clock() - wall0
     s.tracker.finish()  # the last audio placed: the detector's speech frames are final
     # assembling the recordings is end-of-session work: off the loop that paces the others
@@ -363,22 +371,35 @@ async def run_session(
         outcome.turns = s.turn_records(speech_end_s, output)
         outcome.speech = [[round(a, 6), round(b, 6)] for a, b in s.tracker.replies.speech]
     outcome.partner = s.partner_events
+    outcome.usage = _usage(s, connected_s)
     return outcome
+
+
+def _usage(s: _Session, connected_s: float | None) -> Usage:
+    """The provider's reports, with the audio seconds sent and received and the time connected
+    measured here (what a provider that reports nothing bills by)."""
+    sent_s = sum(s.records.send_samples) / s.caps.input_rate
+    received_s = sum(s.records.recv_samples) / s.caps.output_rate
+    return s.receiver.usage.total.with_measured(sent_s, received_s, connected_s)
 
 
 async def _connect_and_stream(
     s: _Session, tap: SessionTap | None
-) -> tuple[SessionError | None, bool]:
-    """Connect, stream until the reply is over, close: the failure, if any, and whether the
-    session passed its deadline (a reply cut by it is kept, marked truncated)."""
+) -> tuple[SessionError | None, bool, float | None]:
+    """Connect, stream until the reply is over, close: the failure, if any, whether the session
+    passed its deadline (a reply cut by it is kept, marked truncated), and how long it was
+    connected (from the start of its handshake to its close; None: it never connected)."""
     client, caps = s.client, s.caps
+    connected_at: float | None = None
     deadline = s.settings.deadline_s(s.user.max_turn_s, client.config.connect_timeout_s)
     pump: EventPump | None = None
     try:
         async with asyncio.timeout(deadline):
             await s.user.prepare(client, caps.input_rate, s.frame_len)
             client.watch_liveness(s.settings.stall_timeout_s)
+            began = s.clock()
             await client.connect()
+            connected_at = began
             await s.user.start()
             if not client.pollable:
                 s.receiver.inbox = pump = EventPump(client)
@@ -393,17 +414,20 @@ async def _connect_and_stream(
             )  # fmt: skip
             await s.stream()
     except SessionError as exc:
-        return exc, False
+        error, timed_out = exc, False
     except (ValueError, TypeError, LookupError, RecursionError) as exc:
         # whatever a server's bytes make of a decoder that missed them: this session's failure,
         # never the run's
         what = f"{type(exc).__name__}: {str(exc)[:200]}"
-        return ProtocolError(f"could not handle what the server sent ({what})"), False
+        error, timed_out = ProtocolError(f"could not handle what the server sent ({what})"), False
     except TimeoutError:
+        timed_out = True
+        error = None
         if s.tracker.onset_s is None:
             message = f"session passed its deadline of {deadline:.1f} s"
-            return Disconnected(message, reason="deadline"), True
-        return None, True
+            error = Disconnected(message, reason="deadline")
+    else:
+        error, timed_out = None, False
     finally:
         s.sender.record_unfinished()  # a send that never returned: as late as the end
         if tap is not None:
@@ -412,7 +436,8 @@ async def _connect_and_stream(
             await pump.aclose()
         with contextlib.suppress(Exception):
             await client.aclose()
-    return None, False
+    connected_s = None if connected_at is None else s.clock() - connected_at
+    return error, timed_out, connected_s
 
 
 def _turn_record(k: int, turn: UserTurn, timing: ReplyTiming) -> dict[str, Any]:
@@ -491,4 +516,5 @@ def _outcome(
         retryable=False if error is None else error.retryable,
         retry_after_s=getattr(error, "retry_after_s", None),
         wall_s=wall_s,
+        rate_limited=isinstance(error, RateLimited),
     )

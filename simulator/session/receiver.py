@@ -7,6 +7,7 @@ filling memory), and a continuous stream that falls silent for too long is a sta
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,19 +19,24 @@ from duplexsim.clients.base import (
     EndOfTurn,
     ErrorEvent,
     ProviderEmotion,
+    RateLimits,
     SpeechStarted,
     SpeechStopped,
     Transcript,
+    UsageReport,
 )
 from duplexsim.core.errors import Disconnected
 from duplexsim.core.intake import AHEAD_MARGIN_S, Intake
 from duplexsim.core.records import EventRecords
 from duplexsim.core.replytracker import ReplyTracker
+from duplexsim.core.retry import ProviderLimit
+from duplexsim.core.usage import UsageTally
 
 __all__ = ["Inbox", "Receiver"]
 
 Log = Callable[..., None]  # log(t, direction, kind, **fields)
 PlacedTap = Callable[[NDArray[np.float32], float], None]
+LimitsTap = Callable[[tuple[ProviderLimit, ...]], None]
 
 
 class Inbox(Protocol):
@@ -47,12 +53,15 @@ class Receiver:
         *,
         max_reply_s: float,
         on_placed: PlacedTap | None = None,
+        on_rate_limits: LimitsTap | None = None,
     ) -> None:
         self.inbox = inbox
         self.tracker = tracker
         self.records = records
         self.log = log
         self.on_placed = on_placed
+        self.on_rate_limits = on_rate_limits  # hears the provider's limits as it says them
+        self.usage = UsageTally()  # what the provider says the session used
         self.intake = Intake(tracker.track.rate, max_reply_s + AHEAD_MARGIN_S)
         self.t0 = 0.0
         self.last_rx = 0.0  # on the clock: when the last event's bytes were read
@@ -92,6 +101,15 @@ class Receiver:
             self.log(t, "recv", "speech_started" if started else "speech_stopped")
         elif isinstance(event, ProviderEmotion):
             self._on_provider_emotion(event, t)
+        elif isinstance(event, UsageReport):
+            self.usage.add(event.usage, cumulative=event.cumulative)
+            counts = event.usage.counts()
+            self.log(t, "recv", "usage", source=event.source, cumulative=event.cumulative, **counts)
+        elif isinstance(event, RateLimits):
+            limits = [asdict(limit) for limit in event.limits]
+            self.log(t, "recv", "rate_limits", source=event.source, limits=limits)
+            if self.on_rate_limits is not None:
+                self.on_rate_limits(event.limits)
         elif isinstance(event, ErrorEvent):
             self._on_error(event, t)
 

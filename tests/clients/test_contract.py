@@ -144,8 +144,10 @@ async def test_rate_limit_is_retried_after_the_servers_delay(protocol, tmp_path,
         Faults(rate_limit_first=1, retry_after_s=0.5),
         RetryPolicy(max_attempts=3, base_s=0.0, jitter=0.0),
     )
-    assert (row.status, row.attempts) == ("ok", 2), row.error
+    # a refusal for the rate limits is no attempt: the run waits, then the sample starts again
+    assert (row.status, row.attempts, row.rate_limited) == ("ok", 1, 1), row.error
     assert loop.time() - started >= 0.5  # waited as long as the server asked
+    assert row.provider_wait_s is not None and row.provider_wait_s >= 0.5
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -20,6 +20,7 @@ from duplexsim.clients.base import (
     ErrorEvent,
     SpeechStarted,
     Transcript,
+    UsageReport,
 )
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.fakekit.faults import Faults
@@ -38,6 +39,7 @@ from duplexsim.core.errors import (
     RateLimited,
     RemoteError,
 )
+from duplexsim.core.usage import Usage
 from duplexsim.core.vad import speech_bounds
 from duplexsim.session.engine import SessionOutcome, run_session
 from tests.helpers.sessions import context, settings
@@ -173,7 +175,10 @@ PCM = np.array([0, 1, -1, 32767, -32768], "<i2").tobytes()
         ({"serverContent": {"turnComplete": True}}, [EndOfTurn(1.5)]),
         ({"serverContent": {"generationComplete": True}}, []),
         ({"serverContent": {"inputTranscription": {"text": "user"}}}, []),
-        ({"usageMetadata": {"totalTokenCount": 3}, "sessionResumptionUpdate": {}}, []),
+        (
+            {"usageMetadata": {"totalTokenCount": 3}, "sessionResumptionUpdate": {}},
+            [UsageReport(Usage(), 1.5, source="usageMetadata")],  # no count it could split
+        ),
     ],
 )
 def test_server_messages_become_stamped_events(
@@ -443,7 +448,7 @@ def test_server_reply_is_a_burst_starting_exactly_at_the_behaviours_onset() -> N
     server = set_up_server("delayed-echo", latency_s=0.5, hangover_s=0.25)
     x = np.concatenate([context(0.6), np.zeros(2 * RATE, np.float32)])
     parts = feed(server, x)
-    assert kinds(parts) == ["ModelAudio", "GenerationComplete", "TurnComplete"]
+    assert kinds(parts) == ["ModelAudio", "GenerationComplete", "TurnComplete", "UsageMetadata"]
     audio = [(c0, p) for c0, p in parts if isinstance(p, wire.ModelAudio)]
     first_c0 = audio[0][0]
     assert all(c0 == first_c0 for c0, _ in audio)  # all of it sent at once
@@ -454,6 +459,10 @@ def test_server_reply_is_a_burst_starting_exactly_at_the_behaviours_onset() -> N
     assert onset_s == pytest.approx(bounds[1] + 0.5, abs=0.002)
     [(done_c0, _)] = [(c0, p) for c0, p in parts if isinstance(p, wire.TurnComplete)]
     assert done_c0 / RATE >= first_c0 / RATE + out.size / OUT_RATE  # after real-time playback
+    # its usage with it: the user's turn heard and the reply generated, at 32 tokens a second
+    [(_, used)] = [(c0, p) for c0, p in parts if isinstance(p, wire.UsageMetadata)]
+    assert used.usage.output_audio_tokens == round(32 * out.size / OUT_RATE)
+    assert used.usage.input_audio_tokens == pytest.approx(32 * 0.6, abs=32 * 0.05)
 
 
 def test_user_talking_over_the_reply_interrupts_it() -> None:
@@ -462,7 +471,9 @@ def test_user_talking_over_the_reply_interrupts_it() -> None:
     assert kinds(parts) == ["ModelAudio", "GenerationComplete"]  # generated, still playing
     later = feed(server, np.concatenate([voiced_signal(0.3), np.zeros(RATE // 2, np.float32)]))
     # the rest of the first reply is dropped; then the new turn gets its own reply
-    assert kinds(later) == ["Interrupted", "TurnComplete", "ModelAudio", "GenerationComplete"]
+    assert kinds(later) == [
+        "Interrupted", "TurnComplete", "UsageMetadata", "ModelAudio", "GenerationComplete"
+    ]  # fmt: skip
 
 
 def test_server_without_activity_detection_replies_only_after_activity_end() -> None:
@@ -476,10 +487,9 @@ def test_server_without_activity_detection_replies_only_after_activity_end() -> 
     assert parts[0][0] == x.size  # the reply starts where the turn was closed
     # a new turn opening while the reply plays is a barge-in
     actions = server.receive(wire.encode_client(wire.ActivityStart()))
-    assert [wire.decode_server(a.message) for a in actions if isinstance(a, Send)] == [
-        [wire.Interrupted()],
-        [wire.TurnComplete()],
-    ]
+    sent = [wire.decode_server(a.message) for a in actions if isinstance(a, Send)]
+    assert sent[0] == [wire.Interrupted()]
+    assert [type(part).__name__ for part in sent[1]] == ["TurnComplete", "UsageMetadata"]
 
 
 def test_server_media_faults_trigger_on_media_time() -> None:
@@ -529,7 +539,8 @@ def test_echo_session_returns_audio_and_end_of_turn() -> None:
     assert out.end_reason == "end-of-turn" and out.output_rate == OUT_RATE
     assert out.timing.duration_s == pytest.approx(0.6, abs=0.05)
     kinds = [e["kind"] for e in out.events if e["dir"] == "recv"]
-    assert "audio" in kinds and kinds[-1] == "end_of_turn"
+    assert "audio" in kinds and kinds[-2:] == ["end_of_turn", "usage"]
+    assert out.usage.output_audio_tokens == pytest.approx(32 * 0.6, abs=4)
     assert_no_key(out)
 
 

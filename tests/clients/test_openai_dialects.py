@@ -233,6 +233,7 @@ async def test_azure_voicelive_sdk_talks_to_the_voice_live_fake() -> None:
         behaviour_factory("echo", hangover_s=0.3), api_key=KEY, dialect="voice-live"
     )
     kinds: list[str] = []
+    done: Any = None
     try:
         endpoint = server.url.replace("ws://", "http://").removesuffix(VOICE_LIVE.path)
         async with voicelive.connect(
@@ -250,12 +251,20 @@ async def test_azure_voicelive_sdk_talks_to_the_voice_live_fake() -> None:
                 async for event in conn:
                     kinds.append(str(event.type))
                     if event.type == "response.done":
+                        done = event
                         break
                     await conn.input_audio_buffer.append(audio=silence)
     finally:
         await server.aclose()
     assert kinds[:2] == ["session.created", "session.updated"]
     assert "input_audio_buffer.speech_started" in kinds and "response.audio.delta" in kinds
+    # the usage, as the SDK's TokenUsage reads it (every field it requires is there)
+    usage = done.response.usage
+    assert type(usage).__name__ == "TokenUsage"
+    assert (
+        usage.output_token_details.audio_tokens > 0 and usage.input_token_details.audio_tokens > 0
+    )
+    assert usage.input_token_details.cached_tokens_details.audio_tokens == 0
 
 
 def test_dashscope_sdk_talks_to_the_qwen_fake() -> None:

@@ -238,10 +238,11 @@ def test_other_events_are_ignored_and_unknown_ones_counted() -> None:
         event("conversation.item.created", item={}),  # beta name
         event("response.created", response={"id": "r"}),
         event("ping", timestamp=3),
-        event("rate_limits.updated", rate_limits=limits),
         event("response.brand_new_thing"),
     ]:
         assert proto.receive_text(text, 1.0) == []
+    # rate limits are kept, and passed on (tests/clients/test_usage.py)
+    assert proto.receive_text(event("rate_limits.updated", rate_limits=limits), 1.0)
     assert proto.rate_limits == (wire.RateLimit("tokens", 10, 9, 1.5),)
     assert proto.unknown_types == {"response.brand_new_thing": 1}
 

@@ -62,6 +62,9 @@ async def test_openai_sdk_realtime_client_holds_a_session_with_the_fake() -> Non
         await client.close()
     assert "session.updated" in kinds and "input_audio_buffer.speech_stopped" in kinds
     assert isinstance(done, ResponseDoneEvent) and done.response.status == "completed"
+    usage = done.response.usage  # as the SDK's RealtimeResponseUsage reads it
+    assert usage is not None and usage.output_token_details is not None
+    assert usage.output_token_details.audio_tokens and usage.input_tokens
     assert audio >= 2 * round((SPEECH_S - 0.1) * 24000)  # the whole echo came
     assert ResponseAudioDeltaEvent.__name__ in kinds["response.output_audio.delta"]
 
@@ -112,13 +115,15 @@ async def test_google_genai_live_client_holds_a_session_with_the_fake(
             for chunk in turn_chunks(16000):
                 blob = types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
                 await session.send_realtime_input(audio=blob)
-            audio, finished = await _genai_turn(session)
+            audio, finished, usage = await _genai_turn(session)
     assert finished  # turnComplete, though the client sent nothing after its turn
     assert audio >= 2 * round((SPEECH_S - 0.1) * 24000)
+    # its usage, as the SDK's UsageMetadata reads it: 32 tokens a second of reply audio
+    assert usage is not None and usage.response_token_count == round(32 * audio / 2 / 24000)
 
 
-async def _genai_turn(session: Any) -> tuple[int, bool]:
-    """Audio bytes of the model's turn, and whether turnComplete ended it."""
+async def _genai_turn(session: Any) -> tuple[int, bool, Any]:
+    """Audio bytes of the model's turn, whether turnComplete ended it, and its usage."""
     audio = 0
     async with asyncio.timeout(15):
         async for message in session.receive():  # the SDK stops at turnComplete
@@ -130,8 +135,8 @@ async def _genai_turn(session: Any) -> tuple[int, bool]:
                     assert part.inline_data.mime_type == "audio/pcm;rate=24000"
                     audio += len(part.inline_data.data)
             if content.turn_complete:
-                return audio, True
-    return audio, False
+                return audio, True, message.usage_metadata
+    return audio, False, None
 
 
 # --- openai: the WebRTC calls endpoint ---------------------------------------------------------
@@ -210,7 +215,7 @@ async def test_google_genai_live_client_ends_its_turn_with_audio_stream_end(tmp_
                 blob = types.Blob(data=speech[i : i + 640], mime_type="audio/pcm;rate=16000")
                 await session.send_realtime_input(audio=blob)
             await session.send_realtime_input(audio_stream_end=True)
-            audio, finished = await _genai_turn(session)
+            audio, finished, _ = await _genai_turn(session)
     assert finished and audio >= 2 * round((SPEECH_S - 0.1) * 24000)
 
 
@@ -236,7 +241,7 @@ async def test_google_genai_live_client_against_serve_model_over_tls(tmp_path: P
                 await session.send_realtime_input(
                     audio=types.Blob(data=chunk, mime_type="audio/pcm;rate=16000")
                 )
-            audio, finished = await _genai_turn(session)
+            audio, finished, _ = await _genai_turn(session)
     assert finished and audio > 0
 
 

@@ -155,6 +155,11 @@ def test_openai_client_and_fake_messages_parse_as_the_sdks_events(opts: dict[str
     server_kinds = check_openai(got, RealtimeServerEvent)
     assert {"session.created", "session.updated", "response.output_audio.delta"} <= server_kinds
     assert {"response.done", "error"} <= server_kinds
+    # the usage the fake bills with (checked field by field above) is the real thing's shape
+    done = [json.loads(m) for m in got if json.loads(m)["type"] == "response.done"]
+    used = [d["response"]["usage"] for d in done if d["response"]["output"]]
+    assert used and all(u["output_token_details"]["audio_tokens"] > 0 for u in used)
+    assert all(u["input_token_details"]["audio_tokens"] > 0 for u in used)
 
 
 def test_openai_fake_cancel_and_truncate_messages_parse_as_the_sdks_events() -> None:

@@ -49,6 +49,9 @@ def test_samples_jsonl_joins_result_timing_scores_and_paths(scored_run):
     assert first["status"] == "ok" and first["emotion"] == "Anger"
     assert first["latency_s"] is not None and first["send_p99_ms"] is not None
     assert Path(first["paths"]["output"]).is_file() and first["paths"]["context"].endswith("c0.wav")
+    # what it used and cost: a local fake bills nothing, and says so
+    assert first["audio_sent_s"] > 4.0 and first["connected_s"] >= first["audio_sent_s"] - 0.05
+    assert first["cost"]["amount"] == 0.0 and "not billed" in first["cost"]["basis"]
     prosody = first["scores"]["prosody"]
     assert set(prosody["reply"]) >= {"Anger", "Sadness"} and prosody["reference"]
     assert prosody["reply_top"] is not None and prosody["match"] == (

@@ -95,3 +95,22 @@ def test_live_hosted_profiles_pass_the_check(capsys) -> None:
     assert code == 0, out
     for profile in _configured():
         assert os.environ[str(profile.api_key_env)] not in out
+
+
+async def test_check_says_what_it_cost(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """xAI bills the connected minute at a recorded price: the check costs its connected time."""
+    monkeypatch.setenv("XAI_API_KEY", "xai-test")
+    async with FakeModelProcess("xai-realtime", "echo") as fake:
+        result = await check_model(hosted("grok-realtime"), fake.url)
+        code = await asyncio.to_thread(
+            main, ["models", "check", "grok-realtime", "--url", fake.url]
+        )
+    assert result.ok, result.problem
+    connected = result.usage.connected_s
+    assert connected is not None and connected >= result.audio_out_s - 0.05  # streamed in real time
+    assert result.cost is not None and result.cost.amount == pytest.approx(connected / 60 * 0.05)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    [row] = [line for line in out.splitlines() if line.startswith("grok-realtime")]
+    assert "0.00" in row  # a few seconds at 0.05 a minute
+    assert "grok-realtime: USD per minute: connected 0.05 (as of 2026-04" in out

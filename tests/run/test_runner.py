@@ -80,7 +80,9 @@ async def test_rate_limit_is_retried_after_the_servers_delay(tmp_path):
         (row,) = await execute_run(bench, profile, options(tmp_path, retry=RetryPolicy(3)))
     finally:
         await server.aclose()
-    assert row.status == "ok" and row.attempts == 2
+    # a refusal for the rate limits is not an attempt: the run waits the server's delay
+    assert row.status == "ok" and row.attempts == 1 and row.rate_limited == 1
+    assert row.provider_wait_s >= 0.3
 
 
 async def test_non_retryable_failure_is_recorded_once_and_run_goes_on(tmp_path):

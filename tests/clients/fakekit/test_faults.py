@@ -3,6 +3,8 @@ ending a session, one malformed message, and the end of answering."""
 
 from __future__ import annotations
 
+import pytest
+
 from duplexsim.clients.fakekit.faults import Faults, MediaFaults
 from duplexsim.clients.fakekit.serveractions import Close, Send, Stall
 
@@ -40,3 +42,24 @@ def test_stall_after_s_stalls_and_the_malformed_message_goes_once() -> None:
     assert injected.malformed(0.5, garbage) == [Send(b"\x00")] and not injected.finished
     assert injected.malformed(0.9, garbage) == []
     assert injected.stop(1.0) == [Stall()] and injected.finished
+
+
+def test_a_rate_limit_accepts_n_per_window_says_what_remains_and_refuses_past_it() -> None:
+    now = [100.0]
+    faults = Faults(rate_limit=2, rate_window_s=10.0, clock=lambda: now[0])
+    assert faults.limit_headers()["x-ratelimit-remaining-requests"] == "2"
+    assert faults.admit() is None
+    now[0] = 103.0
+    assert faults.admit() is None
+    assert faults.requests_left() == (2, 0, pytest.approx(7.0))
+    refused = faults.admit()
+    assert refused is not None and refused.status == 429
+    assert refused.headers["Retry-After"] == "7.000"
+    assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+    assert refused.headers["x-ratelimit-reset-requests"] == "7000ms"
+    now[0] = 110.0  # the first has left the window
+    assert faults.requests_left() == (2, 1, pytest.approx(3.0))
+    assert faults.admit() is None
+    assert Faults().requests_left() is None and Faults().limit_headers() == {}
+    with pytest.raises(ValueError, match="rate_window_s"):
+        Faults(rate_limit=1, rate_window_s=0)

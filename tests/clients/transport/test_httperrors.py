@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from duplexsim.clients.transport.httperrors import refusal, retry_after, retry_in
+from duplexsim.clients.transport.httperrors import (
+    duration_s,
+    limits_from_headers,
+    refusal,
+    retry_after,
+    retry_in,
+)
 from duplexsim.core.errors import ConnectError, RateLimited
+from duplexsim.core.retry import ProviderLimit
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,27 @@ def test_retry_after_reads_seconds_only(value: str | None, seconds: float | None
 )  # fmt: skip
 def test_retry_in_reads_the_servers_wording(text: str, seconds: float | None) -> None:
     assert retry_in(text) == seconds
+
+
+def test_rate_limit_headers_become_limits() -> None:
+    headers = {
+        "X-RateLimit-Limit-Requests": "500",
+        "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "120ms",
+        "x-ratelimit-limit-tokens": "40000",
+        "x-ratelimit-remaining-tokens": "39000",
+        "x-ratelimit-reset-tokens": "1m30.5s",
+    }
+    assert limits_from_headers(headers) == (
+        ProviderLimit("requests", 500, 499, 0.12),
+        ProviderLimit("tokens", 40000, 39000, 90.5),
+    )
+    assert limits_from_headers({"x-ratelimit-remaining-tokens": "many"}) == ()
+    assert limits_from_headers({}) == ()
+    assert [duration_s(t) for t in ("2", "6m0s", "1h", "soon", "5x")] == [
+        2.0,
+        360.0,
+        3600.0,
+        None,
+        None,
+    ]
