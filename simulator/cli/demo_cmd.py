@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.demo_data import demo_benchmark, demo_partner_benchmark
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.progress import Progress
-from duplexsim.run.runner import execute_run
+from duplexsim.run.runner import Endpoint, execute_run
 from duplexsim.run.store import read_results
 from duplexsim.run.summary import RunSummary, render_summaries, summarise_rows
 from duplexsim.session import eventloop
@@ -96,7 +97,10 @@ def _demo(args: argparse.Namespace) -> int:
     run_dirs = run_dirs_of(args, prefix, behaviours)
     if not args.no_score:
         print()
-        print(eventloop.run(score_runs(args, run_dirs)))
+        scored, unscored = eventloop.run(score_runs(args, run_dirs))
+        print(scored)
+        if unscored:
+            print(f"duplexsim: {unscored} clip(s) left unscored", file=sys.stderr)
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)
@@ -149,7 +153,9 @@ async def _run_models(
                 source=f"fake:{behaviour}@{args.protocol}",
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
-            rows = await execute_run(bench, profile, opts, progress)
+            # the server's stalls count in each reply's latency window: it runs on our cores
+            endpoint = Endpoint(server.url, server.stalls)
+            rows = await execute_run(bench, profile, opts, progress, endpoint=endpoint)
             return summarise_rows(run_label(opts.run_id, profile.describe()), rows)
 
         progress = Progress(prefix, 0, quiet=args.quiet)

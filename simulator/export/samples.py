@@ -38,6 +38,8 @@ def sample_records(run_dir: Path) -> Iterator[dict[str, Any]]:
             "run_id": meta.get("run_id", run_dir.name),
             "model": meta.get("model", {}).get("name"),
             **dataclasses.asdict(row),  # result, timing and validity, whatever the row holds
+            # what the sample counts for, read the same way for rows recorded before the split
+            "validity": {"input_fidelity": row.faithful, "precision": row.precise},
             "paths": _paths(run_dir, row),
             "scores": {
                 name: _scores(cache, row, judged[name].get(row.sample_id))

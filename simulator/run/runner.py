@@ -81,6 +81,9 @@ class RunOptions:
     sample_ids: tuple[str, ...] = ()
     quiet: bool = False
     admission: bool = True  # False: start up to ``concurrency`` sessions whatever the headroom
+    # run a session again when it kept input fidelity but not measurement precision (only its
+    # latency is lost; against a hosted model each attempt is a paid session)
+    retry_imprecise: bool = False
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
@@ -208,6 +211,7 @@ def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> d
         "run": {
             "concurrency": opts.concurrency,
             "max_attempts": opts.retry.max_attempts,
+            "retry_imprecise": opts.retry_imprecise,
             "shard": list(opts.shard) if opts.shard else None,
         },
         "duplexsim": __version__,
@@ -414,9 +418,7 @@ async def _run_sample(
                 retry_after_s=outcome.retry_after_s,
                 rng=random.Random(),
             )
-        elif not outcome.check.valid:
-            # our own timing broke its budget (not the model's fault): run it again; if it
-            # stays invalid it is kept, marked, and left out of the latency figures
+        elif _worth_retrying(outcome, opts.retry_imprecise):
             wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
         if wait is None:
             break
@@ -448,6 +450,15 @@ async def _run_sample(
         progress.failed += 1
     else:
         progress.done += 1
+
+
+def _worth_retrying(outcome: SessionOutcome, imprecise: bool) -> bool:
+    """A session the model did not hear as a person's client sends it is worth nothing: run it
+    again (it is not the model's fault). One that kept fidelity but not precision lost only its
+    latency; it is run again only when asked. Either, if it stays so, is kept and marked."""
+    if not outcome.check.faithful:
+        return True
+    return imprecise and not outcome.check.valid
 
 
 def _row(
@@ -514,6 +525,8 @@ def outcome_row(
         task=task,
         latency_bound_ms=outcome.check.latency_bound_ms,
         partner=partner,
+        input_faithful=outcome.check.faithful,
+        fidelity_lost=outcome.check.unfaithful,
     )
 
 

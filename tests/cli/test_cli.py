@@ -93,6 +93,17 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
     assert echo.split()[1:7] == ["[fake]", "3", "3", "0", "0", "100%"]
     assert silent.split()[1:7] == ["[fake]", "3", "0", "3", "0", "0%"]
     assert "fake-echo [fake]" in result.stdout
+    # what scoring did, one plain line per run (never a Python tuple)
+    scored = [line for line in lines if "clips scored" in line]
+    assert [line.split(":")[0] for line in scored] == [
+        str(tmp_path / "d-echo"),
+        str(tmp_path / "d-silent"),
+    ]
+    assert not any(line.startswith(("(", "('", '("')) for line in lines), result.stdout
+    assert "0 unscored" in scored[0]
+    # both validities are counted beside the runs, and the samples retried
+    header = next(line for line in lines if line.startswith("run "))
+    assert "input fidelity" in header and "precision" in header and "retried" in header
     replay = duplexsim("replay", str(tmp_path / "d-echo"))
     assert "3/3 sessions agree" in replay.stdout, replay.stdout + replay.stderr
     # a loaded machine may push a session's own sends over budget: replay then says which and
