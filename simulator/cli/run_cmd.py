@@ -193,6 +193,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.sample or args.limit is not None:
         chosen = tuple(select_samples([s.id for s in bench], args.sample, args.limit))
     opts = run_options(args, args.run_id or default_run_id(profile), shard, chosen)
+    if opts.retry_imprecise and profile.endpoint == "hosted":
+        print(
+            f"duplexsim: --retry-imprecise against {profile.name}: every retry is a paid session",
+            file=sys.stderr,
+        )
     if args.monitor:
         rows = _run_monitored(bench, profile, opts, args)
     else:

@@ -161,6 +161,9 @@ def test_models_list_shows_profiles_without_secrets(monkeypatch):
     assert {"azure-realtime", "azure-voice-live", "qwen-omni-realtime"} <= set(rows)
     assert "OPENAI_API_KEY (set)" in result.stdout
     assert "sk-should-not-print" not in result.stdout
+    # a hosted profile says its sessions are paid, and which ones a run retries
+    assert rows["gpt-realtime"][-1] == "paid" and rows["moshi-local"][-1] == "local"
+    assert "unless you pass --retry-imprecise" in " ".join(result.stdout.split())
 
 
 def test_profile_without_its_key_fails_before_any_session(tmp_path):
