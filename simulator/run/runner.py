@@ -177,16 +177,25 @@ def yield_to_pacing() -> None:
 def realtime_tuning() -> Iterator[None]:
     """Process settings for pacing many sessions from one loop: worker threads give the GIL back
     within 0.1 ms, and everything alive before the run (imported modules, settings) is moved out
-    of the garbage collector's reach, so a full collection stays short."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    gc.collect()
-    gc.freeze()
+    of the garbage collector's reach, so a full collection stays short. Runs on one loop (the
+    demo's) share them: only the first to start sets them (a full collection then stalls no
+    session) and only the last to end undoes them (the others still pace)."""
+    _tuned[0] += 1
+    if _tuned[0] == 1:
+        _tuned[1] = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        gc.collect()
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
-        sys.setswitchinterval(interval)
+        _tuned[0] -= 1
+        if _tuned[0] == 0:
+            gc.unfreeze()
+            sys.setswitchinterval(_tuned[1])
+
+
+_tuned: list[Any] = [0, 0.0]  # (holders of realtime_tuning, the switch interval before them)
 
 
 def _check_writable(run_dir: Path) -> None:
@@ -290,12 +299,13 @@ async def execute_run(
     progress: Progress | None = None,
     *,
     endpoint: Endpoint | None = None,
+    pool: concurrent.futures.Executor | None = None,
 ) -> list[ResultRow]:
     """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store.
 
     A ``progress`` shared by several concurrent runs shows them as one line; the caller closes it.
     ``endpoint`` is a server the caller started for the run (a fake whose stalls it reads),
-    instead of the profile's.
+    instead of the profile's; ``pool`` a worker pool it shares between runs (``started_pool``).
     """
     if opts.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
@@ -304,7 +314,7 @@ async def execute_run(
         client_config(profile)  # missing key or endpoint fails before anything starts
     _check_writable(opts.run_dir)
     with run_lock(opts.run_dir, opts.run_id, opts.shard):
-        return await _execute_locked(bench, profile, opts, progress, endpoint)
+        return await _execute_locked(bench, profile, opts, progress, endpoint, pool)
 
 
 async def _execute_locked(
@@ -313,24 +323,52 @@ async def _execute_locked(
     opts: RunOptions,
     progress: Progress | None,
     given: Endpoint | None,
+    pool: concurrent.futures.Executor | None,
 ) -> list[ResultRow]:
-    store = _open_store(opts, profile, bench)
+    # a run's own start and end (its store, the benchmark's digest, package versions, the pool)
+    # happen in threads: another run on this loop (the demo's) may be pacing sessions meanwhile
+    store = await asyncio.to_thread(_open_store, opts, profile, bench)
     try:
-        todo = _todo(bench, opts, store)
-        remove_unfinished(opts.run_dir / "sessions", (s.id for s in todo))
+        todo = await asyncio.to_thread(_todo, bench, opts, store)
+        await asyncio.to_thread(remove_unfinished, opts.run_dir / "sessions", [s.id for s in todo])
         own_progress = progress is None
         if progress is None:
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)
         progress.total += len(todo)
         if todo:
-            with worker_pool() as pool:
-                async with _endpoint(profile, given) as endpoint:
-                    await _run_all(todo, profile, endpoint, opts, _Writer(store, pool), progress)
+            async with _pool(pool) as workers, _endpoint(profile, given) as endpoint:
+                await _run_all(todo, profile, endpoint, opts, _Writer(store, workers), progress)
         if own_progress:
             progress.close()
-        return store.rows()
+        return await asyncio.to_thread(store.rows)
     finally:
-        store.close()
+        await asyncio.to_thread(store.close)
+
+
+@asynccontextmanager
+async def _pool(
+    given: concurrent.futures.Executor | None,
+) -> AsyncIterator[concurrent.futures.Executor]:
+    """The caller's pool, or one of the run's own, started before the first session and shut
+    down after the last off the loop (a worker's start and a shutdown's join block for tens of
+    milliseconds)."""
+    if given is not None:
+        yield given
+        return
+    pool = await started_pool()
+    try:
+        yield pool
+    finally:
+        await asyncio.to_thread(pool.shutdown)
+
+
+async def started_pool() -> concurrent.futures.ProcessPoolExecutor:
+    """A ``worker_pool`` whose workers are running: the first job starts them, in a thread (a
+    worker's start waits on the fork server)."""
+    pool = worker_pool()
+    first = await asyncio.to_thread(pool.submit, os.getpid)
+    await asyncio.wrap_future(first)
+    return pool
 
 
 async def _run_all(

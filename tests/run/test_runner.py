@@ -277,6 +277,19 @@ def test_realtime_tuning_is_undone_after_the_run():
     assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
 
 
+def test_runs_that_overlap_share_the_tuning_until_the_last_one_ends():
+    before = sys.getswitchinterval()
+    first, second = realtime_tuning(), realtime_tuning()
+    first.__enter__()
+    frozen = gc.get_freeze_count()
+    second.__enter__()  # the second run to start collects nothing: the first one is pacing
+    assert gc.get_freeze_count() == frozen
+    first.__exit__(None, None, None)  # the first run ends; the second still paces
+    assert sys.getswitchinterval() <= 0.0001 + 1e-9 and gc.get_freeze_count() == frozen
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
+
+
 # a send is never on time to the microsecond: under these budgets every session loses either
 # measurement precision alone (its p99) or input fidelity too (a frame later than 1 us)
 IMPRECISE = TimingBudget(send_p99_ms=0.001, send_max_ms=5000.0, loop_lag_max_ms=5000.0,
