@@ -38,10 +38,11 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         default=8,
-        help="the most sessions at once (default 8; the demo: 32 per model); fewer run while "
-        "the machine has no room: starting from 8, one more may run for each session that "
-        "ends with valid timing, half as many after one breaks its timing budget, and none "
-        "starts while the event loop lags",
+        help="the most sessions of this run at once (default 8; the demo: 32 per model); "
+        "fewer run while the machine has no room: starting from 16 (of every run on this "
+        "machine's loop), the window doubles while its sessions keep input fidelity and all but "
+        "a few percent keep precision, and searches between the most that did and the least "
+        "that did not once one round fails; 4 at once are never held back",
     )
     g.add_argument(
         "--frame-ms",

@@ -130,6 +130,13 @@ class _Writer:
         await loop.run_in_executor(self.pool, record_session, folder, outcome, meta)
         await asyncio.to_thread(self._put, row)
 
+    def set_meta(self, values: dict[str, Any]) -> None:
+        with self.lock:
+            try:
+                self.store.set_meta(values)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
+
     def _put(self, row: ResultRow) -> None:
         with self.lock:
             try:
@@ -387,7 +394,7 @@ async def _run_all(
     headroom.start()
 
     async def one(sample: Sample) -> None:
-        async with gate, headroom.slot(opts.concurrency, check=opts.admission) as slot:
+        async with gate, headroom.slot(check=opts.admission) as slot:
             progress.in_flight += 1
             try:
                 await _run_sample(sample, profile, endpoint, opts, writer, progress, slot)
@@ -395,17 +402,21 @@ async def _run_all(
                 progress.in_flight -= 1
                 progress.update()
 
-    ticker = asyncio.create_task(_tick(progress))
+    ticker = asyncio.create_task(_tick(progress, headroom))
     with realtime_tuning():
         try:
             await asyncio.gather(*(one(s) for s in todo))
+            # how this run's sessions were paced, beside its results (what the window learnt,
+            # sessions at once): the figures that make a run's wall time repeatable
+            await asyncio.to_thread(writer.set_meta, {"pace": headroom.describe()})
         finally:
             ticker.cancel()
             await headroom.stop()
 
 
-async def _tick(progress: Progress) -> None:
+async def _tick(progress: Progress, headroom: Headroom) -> None:
     while True:
+        progress.window = headroom.window.sessions
         progress.update()
         await asyncio.sleep(0.5)
 
@@ -447,7 +458,8 @@ async def _run_sample(
             server_stalls=endpoint.server_stalls,
         )
         if outcome.status != "failed":  # how sessions end teaches admission what fits
-            slot.headroom.ended(outcome.check.valid, started)
+            check = outcome.check
+            slot.headroom.ended(started, precise=check.valid, faithful=check.faithful)
         wait = None
         if outcome.status == "failed":
             wait = opts.retry.delay(

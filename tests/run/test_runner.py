@@ -52,6 +52,8 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     assert all(r.status == "ok" and r.attempts == 1 for r in rows)
     assert all(abs(r.latency_s - 0.4) < 0.08 for r in rows)
     assert [r.finished_at for r in again] == [r.finished_at for r in rows]  # nothing redone
+    pace = read_results(tmp_path / "runs" / "r1")[0]["pace"]  # how its sessions were paced
+    assert pace["window"] >= 4 and pace["capacity"] >= 1 and 0.0 < pace["mean_in_flight"] <= 4
     sessions = tmp_path / "runs" / "r1" / "sessions"
     assert sorted(p.name for p in sessions.iterdir()) == ["s0", "s1", "s2", "s3"]
     bundle = sessions / "s0"
