@@ -259,6 +259,8 @@ def test_an_utterance_with_a_pause_is_silent_there() -> None:
     assert voice[: RATE - 200].any() and voice[round(1.6 * RATE) + 200 :].any()
     b = make_behaviour("talk-through", RATE, utterance_s=2.0, pause_at_s=1.0, pause_s=0.6)
     assert np.array_equal(b.utterance, voice)
+
+
 class _WholeTurnPass(Behaviour):
     """A behaviour that finds its turn's edges with one pass over the whole turn at its end."""
 
