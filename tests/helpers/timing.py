@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from duplexsim.core.timing import TimingBudget
+from duplexsim.run.store import ResultRow
 
 # for tests of something other than the machine's pacing (retries, resume, reports): a budget no
 # loaded machine breaks, so a session is not run again because six other jobs share the cores.
@@ -17,3 +18,17 @@ LENIENT = TimingBudget(
 
 
 LENIENT_ARGS = ["--timing-budget", "1000/5000"]
+
+
+def within_default_budget(row: ResultRow) -> bool:
+    """Whether a session run under a lenient budget kept the default one (its recorded figures):
+    the sessions whose real-time figures a test may hold to the millisecond."""
+    b = TimingBudget()
+    figures = (
+        (row.send_p99_ms, b.send_p99_ms),
+        (row.send_max_ms, b.send_max_ms),
+        (row.loop_lag_max_ms, b.loop_lag_max_ms),
+        (row.recv_lag_max_ms, b.recv_lag_max_ms),
+        (row.latency_bound_ms, b.latency_ms),
+    )
+    return all(got is not None and got <= limit for got, limit in figures)

@@ -29,6 +29,7 @@ from duplexsim.run.runner import RunOptions, execute_run, realtime_tuning, worke
 from duplexsim.run.store import read_results
 from tests.helpers.paths import REPO
 from tests.helpers.runs import FAST_ARGS, SETTINGS, short_benchmark
+from tests.helpers.timing import within_default_budget
 
 
 def options(tmp_path: Path, run_id: str = "r1", **kw) -> RunOptions:
@@ -50,7 +51,11 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
         await server.aclose()
     assert [r.sample_id for r in rows] == ["s0", "s1", "s2", "s3"]
     assert all(r.status == "ok" and r.attempts == 1 for r in rows)
-    assert all(abs(r.latency_s - 0.4) < 0.08 for r in rows)
+    # a loaded machine can only make a reply later; a session that kept the default budget
+    # is on time to what its bound says the machine may have added
+    assert all(r.latency_s >= 0.4 - 0.005 for r in rows)
+    for r in filter(within_default_budget, rows):
+        assert abs(r.latency_s - 0.4) <= 0.005 + r.latency_bound_ms / 1000, r
     assert [r.finished_at for r in again] == [r.finished_at for r in rows]  # nothing redone
     pace = read_results(tmp_path / "runs" / "r1")[0]["pace"]  # how its sessions were paced
     assert pace["window"] >= 4 and pace["capacity"] >= 1 and 0.0 < pace["mean_in_flight"] <= 4
