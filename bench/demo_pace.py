@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,15 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--limit", type=int, help="samples per model (default: all 60)")
     p.add_argument("--trace", action="store_true", help="stalls and long callbacks per process")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="with --trace: sample where long callbacks spend their time (a thread per process "
+        "waking every millisecond: it disturbs the pacing it looks at)",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="per demo (s)")
     p.add_argument("--out", type=Path, help="every figure as JSON")
+    p.add_argument("--keep", type=Path, help="keep each demo's runs under this folder")
     args = p.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"work": str(REPO)}
     results: list[dict[str, Any]] = []
@@ -59,6 +67,8 @@ def main() -> int:
             results.append({"tree": name, "round": k + 1, **one_demo(Path(tree), args)})
             print(row_text(results[-1]), file=sys.stderr, flush=True)
     print(table(results))
+    for r in results:
+        print(f"{r['tree']} round {r['round']}: imprecise by {r['imprecise_by']}; pace {r['pace']}")
     if args.trace:
         for r in results:
             print(f"\n{r['tree']} round {r['round']}:\n{trace_text(r['trace'])}")
@@ -73,6 +83,8 @@ def one_demo(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.trace:
         (work / "trace").mkdir()
         env |= {"DEMO_PACE_TRACE": str(work / "trace"), "PYTHONPATH": str(TRACER)}
+        if args.sample:
+            env["DEMO_PACE_SAMPLE"] = "1"
     cmd = [str(tree / ".venv" / "bin" / "duplexsim"), "demo", "--no-score", "--quiet"]
     cmd += ["--runs-dir", str(work / "runs"), "--run-prefix", "d"]
     if args.limit:
@@ -88,7 +100,11 @@ def one_demo(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
         figures["trace"] = [json.loads(f.read_text()) for f in (work / "trace").glob("*.json")]
     if done.returncode not in (0, 1):
         figures["stderr"] = done.stderr[-2000:]
-    shutil.rmtree(work, ignore_errors=True)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        shutil.move(work, args.keep / f"{tree.name}-{time.strftime('%H%M%S')}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return figures
 
 
@@ -116,9 +132,22 @@ def read_runs(runs: Path, wall_s: float) -> dict[str, Any]:
         "fidelity_kept": faithful,
         "precise_first": first,
         "at_once": pace.get("mean_in_flight") or round(busy / wall_s, 1),
+        "imprecise_by": dict(
+            Counter(_reason(r["timing_invalid"]) for r in rows if r["timing_invalid"])
+        ),
         "capacity": pace.get("capacity"),
         "pace": pace,
     }
+
+
+def _reason(text: str) -> str:
+    """A precision reason without its figures: "latency window (model server)", "send p99"."""
+    head = " ".join(text.split()[:2])
+    if head == "latency window":
+        parts = text.split("(", 1)[1].rstrip(")").split(", ")
+        worst = max(parts, key=lambda p: float(p.rsplit(" ", 1)[1]))
+        return f"latency window ({worst.rsplit(' ', 1)[0]})"
+    return head
 
 
 HEADERS = ["tree", "round", "wall s", "sessions", "retries (samples)", "fidelity kept",
@@ -163,6 +192,13 @@ def trace_text(records: list[dict[str, Any]]) -> str:
         for s in rec.get("long_callback_samples", [])[:5]:
             where = " < ".join(s["stack"].split(" < ")[:5])
             out.append(f"      {s['samples']:4d} ms in {where}")
+        for w in rec.get("long_steps_then_waiting_at", [])[:8]:
+            out.append(f"      {w['count']:4d} task steps >= 3 ms, then waiting at {w['at']}")
+        for c in rec.get("callbacks", [])[:6]:
+            out.append(
+                f"      callback {c['name']}: {c['count']} over 0.5 ms, {c['total_ms']} ms, "
+                f"max {c['max_ms']} ms"
+            )
     return "\n".join(out)
 
 

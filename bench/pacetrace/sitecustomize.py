@@ -52,7 +52,7 @@ _kinds = {"busy": _Kind(), "late": _Kind(), "queued": _Kind()}
 _callbacks: dict[str, list[float]] = {}  # name -> [count, total ms, max ms]
 _running: list[float] = [0.0]  # when the callback under way started (0.0: none)
 _samples: dict[str, int] = {}  # where long callbacks spent their time: stack -> samples
-SAMPLE_AFTER_S = 0.002  # a callback this long is sampled, every millisecond, until it ends
+SAMPLE_AFTER_S = 0.003  # a callback this long is sampled, every millisecond, until it ends
 _started = (time.monotonic(), time.process_time())
 
 
@@ -70,6 +70,26 @@ def _name(handle: object) -> str:
     return getattr(cb, "__qualname__", repr(cb))
 
 
+LONG_STEP_MS = 3.0
+_steps: dict[str, int] = {}  # a long task step: where its task waits after it -> count
+
+
+def _suspended_at(handle: object) -> str:
+    """Where a task that just ran a step waits now: its await chain, innermost last."""
+    owner = getattr(getattr(handle, "_callback", None), "__self__", None)
+    get = getattr(owner, "get_coro", None)
+    if get is None:
+        return ""
+    coro, where = get(), []
+    while coro is not None and len(where) < 12:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        where.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(where[-5:])
+
+
 def _install_callbacks() -> None:
     import asyncio.events
 
@@ -82,6 +102,10 @@ def _install_callbacks() -> None:
         finally:
             _running[0] = 0.0
             ms = 1000.0 * (time.perf_counter() - t0)
+            if ms >= LONG_STEP_MS:
+                where = _suspended_at(self)
+                if where:
+                    _steps[where] = _steps.get(where, 0) + 1
             if ms >= 0.5:
                 name = _name(self)
                 entry = _callbacks.setdefault(name, [0, 0.0, 0.0])
@@ -109,7 +133,8 @@ def _install_callbacks() -> None:
             key = " < ".join(w for w in where if "sitecustomize" not in w)[:400]
             _samples[key] = _samples.get(key, 0) + 1
 
-    threading.Thread(target=sample, daemon=True, name="pacetrace").start()
+    if os.environ.get("DEMO_PACE_SAMPLE"):  # a thread waking every ms: it moves what it sees
+        threading.Thread(target=sample, daemon=True, name="pacetrace").start()
 
 
 def _install_selector() -> None:
@@ -174,6 +199,9 @@ def _dump() -> None:
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "stalls": {k: v.to_dict() for k, v in _kinds.items()},
+        "long_steps_then_waiting_at": [
+            {"at": k, "count": v} for k, v in sorted(_steps.items(), key=lambda kv: -kv[1])[:20]
+        ],
         "long_callback_samples": [
             {"stack": k, "samples": v}
             for k, v in sorted(_samples.items(), key=lambda kv: -kv[1])[:25]
