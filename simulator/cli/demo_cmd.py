@@ -1,6 +1,6 @@
 """``duplexsim demo``: the whole pipeline offline, on the shipped demo benchmark.
 
-Reference models (echo, neutral, silent) are served on loopback by child processes; the demo
+Reference models (echo, neutral, silent) are served on loopback by one child process; the demo
 benchmark is streamed to all of them at once in real time, and the run summary is printed.
 """
 
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
+import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from duplexsim.cli.options import (
@@ -31,7 +34,7 @@ from duplexsim.profiles.profile import FAKE_PRICE, ModelProfile
 from duplexsim.run.demo_data import demo_benchmark, demo_partner_benchmark
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.progress import Progress
-from duplexsim.run.runner import execute_run
+from duplexsim.run.runner import Endpoint, execute_run, realtime_tuning, started_pool
 from duplexsim.run.store import read_results
 from duplexsim.run.summary import RunSummary, render_summaries, summarise_rows
 from duplexsim.session import eventloop
@@ -96,7 +99,10 @@ def _demo(args: argparse.Namespace) -> int:
     run_dirs = run_dirs_of(args, prefix, behaviours)
     if not args.no_score:
         print()
-        print(eventloop.run(score_runs(args, run_dirs)))
+        scored, unscored = eventloop.run(score_runs(args, run_dirs))
+        print(scored)
+        if unscored:
+            print(f"duplexsim: {unscored} clip(s) left unscored", file=sys.stderr)
         text, paths = report_runs(run_dirs, None, args.runs_dir / f"{prefix}-report", seed=0)
         print()
         print(text)
@@ -133,31 +139,40 @@ def partner_table(run_dirs: list[Path]) -> str:
 async def _run_models(
     bench: Benchmark, behaviours: list[str], args: argparse.Namespace, prefix: str
 ) -> list[RunSummary]:
-    async with contextlib.AsyncExitStack() as stack:
-        # every server is up before the first session starts, so start-up never competes
-        # with pacing
-        servers = [
-            await stack.enter_async_context(FakeModelProcess(args.protocol, b)) for b in behaviours
-        ]
+    # one process serves every model, one pool does every run's CPU work, and both are up
+    # before the first session starts, so start-up never competes with pacing; the process
+    # settings for pacing are held from the first run's start to the last one's end
+    async with FakeModelProcess(args.protocol, behaviours) as server, _shared_pool() as pool:
 
-        async def one(behaviour: str, server: FakeModelProcess) -> RunSummary:
+        async def one(behaviour: str) -> RunSummary:
+            url = server.urls[behaviour]
             profile = ModelProfile(
                 name=f"fake-{behaviour}",
                 protocol=args.protocol,
-                url=server.url,
+                url=url,
                 fake_behaviour=behaviour,
                 source=f"fake:{behaviour}@{args.protocol}",
                 price=FAKE_PRICE,
             )
             opts = run_options(args, f"{prefix}-{behaviour}")
-            rows = await execute_run(bench, profile, opts, progress)
+            # the server's stalls count in each reply's latency window: it runs on our cores
+            endpoint = Endpoint(url, server.stalls)
+            rows = await execute_run(bench, profile, opts, progress, endpoint=endpoint, pool=pool)
             label = run_label(opts.run_id, profile.describe())
             return summarise_rows(label, rows, profile.price)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:
-            return list(
-                await asyncio.gather(*(one(b, s) for b, s in zip(behaviours, servers, strict=True)))
-            )
+            with realtime_tuning():
+                return list(await asyncio.gather(*(one(b) for b in behaviours)))
         finally:
             progress.close()
+
+
+@contextlib.asynccontextmanager
+async def _shared_pool() -> AsyncIterator[concurrent.futures.Executor]:
+    pool = await started_pool()
+    try:
+        yield pool
+    finally:
+        await asyncio.to_thread(pool.shutdown)

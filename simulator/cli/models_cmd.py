@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from duplexsim.live.models_check import CheckResult
 
 __all__ = ["register"]
+__all__ = ["PAID_RETRIES", "register"]
+
+PAID_RETRIES = (
+    "a paid profile bills every session, retries included: `run` retries a session only when "
+    "it failed or the model did not hear the stream as sent (input fidelity lost); one that "
+    "kept fidelity but not measurement precision is kept (its latency left out) unless you "
+    "pass --retry-imprecise"
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,12 +55,15 @@ def _list(args: argparse.Namespace) -> int:
             key = f"{profile.api_key_env} ({'set' if os.environ.get(profile.api_key_env) else 'not set'})"
         else:
             key = "-"
-        rows.append([name, profile.protocol, profile.model or "-", profile.url or "-", key])
-    print(render_table(["profile", "protocol", "model", "url", "key"], rows, align="lllll"))
+        billed = "paid" if profile.endpoint == "hosted" else "local"
+        rows.append([name, profile.protocol, profile.model or "-", profile.url or "-", key, billed])
+    headers = ["profile", "protocol", "model", "url", "key", "sessions"]
+    print(render_table(headers, rows, align="llllll"))
     print(
         "\nalso: fake:BEHAVIOUR[@PROTOCOL] for a local reference model, a ws:// URL of a "
         "pcm-ws server, or a path to your own profile.toml"
     )
+    print(f"\n{PAID_RETRIES}")
     from duplexsim.clients.registry import client_protocols
 
     print(f"protocols (built in and installed plugins): {', '.join(client_protocols())}")

@@ -28,10 +28,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve-model", help="serve a reference model behaviour on loopback")
     p.add_argument("--protocol", default="pcm-ws", help="wire protocol of the fake server")
     p.add_argument(
-        "--behaviour", default="echo", help="echo, silent, neutral, delayed-echo or barge-in"
+        "--behaviour",
+        default="echo",
+        help="echo, silent, neutral, delayed-echo or barge-in; several, comma-separated, are "
+        "served by this one process, each on its own port (--port, --port + 1, ...)",
     )
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    p.add_argument("--port", type=int, default=8765, help="0 picks free ports")
     p.add_argument(
         "--allow-remote",
         action="store_true",
@@ -145,13 +148,15 @@ def _serve_command(args: argparse.Namespace) -> int:
             f"--host {args.host} is not loopback; the fake server has no "
             "authentication (pass --allow-remote to bind it anyway)"
         )
-    utterance = args.utterance or (
-        _demo_utterance() if args.behaviour in ("neutral", "barge-in") else None
-    )
+    behaviours = [b.strip() for b in args.behaviour.split(",") if b.strip()]
+    if not behaviours or len(set(behaviours)) < len(behaviours):
+        raise ConfigError(f"--behaviour {args.behaviour!r}: name each behaviour once")
+    spoken = any(b in ("neutral", "barge-in") for b in behaviours)
+    utterance = args.utterance or (_demo_utterance() if spoken else None)
     eventloop.run(
         serve(
             args.protocol,
-            args.behaviour,
+            behaviours,
             behaviour_params(args),
             fault_settings(args),
             host=args.host,
@@ -180,7 +185,7 @@ def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
 
 async def serve(
     protocol: str,
-    behaviour: str,
+    behaviours: list[str],
     params: dict[str, Any],
     faults: Any,
     *,
@@ -192,19 +197,25 @@ async def serve(
 ) -> None:
     from duplexsim.clients.registry import fake_server_factory
 
-    factory = make_factory(behaviour, params, utterance)
+    factories = [make_factory(b, params, utterance) for b in behaviours]
     start = fake_server_factory(protocol)
     extra: dict[str, Any] = {}
     if tls is not None:
         if "ssl_context" not in inspect.signature(start).parameters:
             raise ConfigError(f"the {protocol} fake does not serve TLS")
         extra["ssl_context"] = tls
-    server = await start(factory, host=host, port=port, faults=faults, **extra)
-    # everything alive now (modules, the behaviour's audio) stays out of the collector's walks:
+    # one loop serves them all: several models on this machine cost one process, not one each
+    # (on two cores, every extra process is another loop waiting for a core as its reply leaves)
+    servers = []
+    for i, factory in enumerate(factories):
+        at = 0 if port == 0 else port + i
+        servers.append(await start(factory, host=host, port=at, faults=faults, **extra))
+    # everything alive now (modules, the behaviours' audio) stays out of the collector's walks:
     # a full collection over it would stall every connection's replies at once
     gc.collect()
     gc.freeze()
-    print(f"serving {behaviour} over {protocol} on {server.url}", flush=True)
+    for behaviour, server in zip(behaviours, servers, strict=True):
+        print(f"serving {behaviour} over {protocol} on {server.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -216,7 +227,8 @@ async def serve(
     finally:
         if reporter is not None:
             reporter.cancel()
-        await server.aclose()
+        for server in servers:
+            await server.aclose()
         print("server stopped", file=sys.stderr, flush=True)
 
 

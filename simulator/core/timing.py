@@ -18,6 +18,8 @@ __all__ = [
     "TimingBudget",
     "TimingCheck",
     "check_timing",
+    "fidelity_lost",
+    "input_late_limit_ms",
     "latency_window",
     "measure_reply",
     "reply_timing",
@@ -59,6 +61,9 @@ class TimingBudget:
     # and the reply onset, the loop's stall when the reply was read, and a co-located model
     # server's stalls, all added up
     latency_ms: float = 5.0
+    # input fidelity: a frame this late (or the send max, if larger) is a gap and a burst a
+    # receiver hears; below it the model heard the user's audio as a person's client sends it
+    input_late_ms: float = 60.0
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -95,8 +100,16 @@ class TimingCheck:
     send: SendStats
     loop_lag_max_ms: float
     recv_lag_max_ms: float
-    invalid: str | None  # None: valid
+    invalid: str | None  # None: valid (measurement precision: the figures can be vouched for)
     window: LatencyWindow | None = None  # what the machine may have added to the latency
+    # input fidelity lost: a frame so late that the model did not hear the user's audio as a
+    # person's client sends it (None: kept). Losing it loses precision too.
+    unfaithful: str | None = None
+
+    @property
+    def faithful(self) -> bool:
+        """The model heard Speaker A's audio as a real client sends it: every metric counts it."""
+        return self.unfaithful is None
 
     @property
     def latency_bound_ms(self) -> float | None:
@@ -135,7 +148,12 @@ def check_timing(
             f"({window.describe()})"
         )
     return TimingCheck(
-        send, round(loop_ms, 3), round(recv_ms, 3), over[0] if over else None, window
+        send,
+        round(loop_ms, 3),
+        round(recv_ms, 3),
+        over[0] if over else None,
+        window,
+        fidelity_lost(send, budget),
     )
 
 
@@ -167,6 +185,21 @@ def latency_window(
         loop_stall_ms=round(1000.0 * loop_stall_s, 3),
         server_stall_ms=None if server_stall_s is None else round(1000.0 * server_stall_s, 3),
     )
+
+
+def input_late_limit_ms(budget: TimingBudget) -> float:
+    """How late a frame may be before the model did not hear the stream as sent: the budget's
+    fidelity limit, never tighter than its send max (losing fidelity loses precision too)."""
+    return max(budget.input_late_ms, budget.send_max_ms)
+
+
+def fidelity_lost(send: SendStats, budget: TimingBudget) -> str | None:
+    """Why the stream the model received was not the one a person's client sends (None: it
+    was): a frame later than the limit leaves a gap, then a burst, on the receiving side."""
+    limit = input_late_limit_ms(budget)
+    if send.max_ms > limit:
+        return f"a frame {send.max_ms:.1f} ms late > {limit:g} ms"
+    return None
 
 
 def speech_end(

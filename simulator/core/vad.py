@@ -322,9 +322,9 @@ def refine_bounds(
     # over the whole speech where the edge follows the floor (a soft onset reaches it late)
     inner = (end, first) if cfg.edge_above_floor else (first + 1, last)
     lo, hi = max(0, (first - 1) * frame), inner[0] * frame
-    onset = _first_true(np.abs(x[lo:hi]) >= edge, lo, first * frame)
+    onset = _first_at_edge(x, lo, hi, edge, first * frame)
     lo, hi = inner[1] * frame, (last + 2) * frame
-    offset = _last_true(np.abs(x[lo:hi]) >= edge, lo, (last + 1) * frame)
+    offset = _last_at_edge(x, lo, hi, edge, (last + 1) * frame)
     return onset / rate, offset / rate
 
 
@@ -339,14 +339,30 @@ def edge_level(x: FloatArray, rate: int, first: int, cfg: VadConfig) -> float:
     return float(edge)
 
 
-def _first_true(mask: BoolArray, lo: int, default: int) -> int:
-    hits = np.flatnonzero(mask)
-    return lo + int(hits[0]) if hits.size else default
+# an edge is searched block by block from the side it is on: it is near that side, and a whole
+# reply's samples (seconds of them) need not be read to find it
+_EDGE_BLOCK = 2048
 
 
-def _last_true(mask: BoolArray, lo: int, default: int) -> int:
-    hits = np.flatnonzero(mask)
-    return lo + int(hits[-1]) + 1 if hits.size else default
+def _first_at_edge(x: FloatArray, lo: int, hi: int, edge: float, default: int) -> int:
+    """The first sample in [lo, hi) at least ``edge`` loud; ``default`` where none is."""
+    hi = min(hi, x.size)
+    for start in range(lo, hi, _EDGE_BLOCK):
+        hits = np.flatnonzero(np.abs(x[start : min(start + _EDGE_BLOCK, hi)]) >= edge)
+        if hits.size:
+            return start + int(hits[0])
+    return default
+
+
+def _last_at_edge(x: FloatArray, lo: int, hi: int, edge: float, default: int) -> int:
+    """One past the last sample in [lo, hi) at least ``edge`` loud; ``default`` where none is."""
+    hi = min(hi, x.size)
+    for end in range(hi, lo, -_EDGE_BLOCK):
+        start = max(lo, end - _EDGE_BLOCK)
+        hits = np.flatnonzero(np.abs(x[start:end]) >= edge)
+        if hits.size:
+            return start + int(hits[-1]) + 1
+    return default
 
 
 class StreamingVad:

@@ -48,6 +48,8 @@ def sample_records(run_dir: RunFolder | Path) -> Iterator[dict[str, Any]]:
             "run_id": meta.get("run_id", run.path.name),
             "model": meta.get("model", {}).get("name"),
             **dataclasses.asdict(row),  # result, timing, validity and usage, whatever it holds
+            # what the sample counts for, read the same way for rows recorded before the split
+            "validity": {"input_fidelity": row.faithful, "precision": row.precise},
             "cost": _cost(row_cost(row, price), price, basis),
             "paths": _paths(run, row, problems),
             "scores": {

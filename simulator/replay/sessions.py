@@ -76,8 +76,14 @@ class ReplayResult:
 
     @property
     def over_budget(self) -> str | None:
-        """The first recorded figure over the session's timing budget, if any."""
+        """The first recorded figure over the session's timing budget, if any (precision)."""
         return self.audit.check.invalid
+
+    @property
+    def unfaithful(self) -> str | None:
+        """Why the recorded stream was not the one a person's client sends, if it was not (input
+        fidelity: a frame too late for a receiver not to hear the gap)."""
+        return self.audit.check.unfaithful
 
 
 def session_bundles(run_dir: RunFolder | Path, sample_ids: list[str]) -> list[Path]:
@@ -337,6 +343,7 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
                 f"{r.worst_ms():.1f}",
                 "-" if remeasured is None else f"{remeasured:+.1f}",
                 f"{send.p99_ms:.1f} / {send.max_ms:.1f}",
+                "LOST" if r.unfaithful else "kept",
                 "NO" if r.over_budget else "yes",
                 "yes" if r.agrees(tolerance_ms) else "NO",
             ]
@@ -351,19 +358,28 @@ def render_replay(results: list[ReplayResult], tolerance_ms: float) -> str:
         "worst diff ms",
         "onset re-measured ms",
         "send p99 / max ms",
+        "input fidelity",
         "within budget",
         f"agrees (<= {tolerance_ms:g} ms)",
     ]
     agree = sum(r.agrees(tolerance_ms) for r in results)
     text = render_table(headers, rows) + f"\n\n{agree}/{len(results)} sessions agree"
     over = [r for r in results if r.over_budget]
-    text += f"; {len(results) - len(over)}/{len(results)} kept their timing budget"
-    problems = [f"  {r.sample_id}: over budget ({r.over_budget})" for r in over] + [
-        f"  {r.sample_id}: re-measured onset {r.audit.remeasured_onset_s} s, "
-        f"recorded {r.audit.recorded_onset_s} s"
-        for r in results
-        if r.audit.disagrees(tolerance_ms)
-    ]
+    lost = [r for r in results if r.unfaithful]
+    text += (
+        f"; {len(results) - len(lost)}/{len(results)} kept input fidelity"
+        f"; {len(results) - len(over)}/{len(results)} kept their timing budget"
+    )
+    problems = (
+        [f"  {r.sample_id}: input fidelity lost ({r.unfaithful})" for r in lost]
+        + [f"  {r.sample_id}: over budget ({r.over_budget})" for r in over if not r.unfaithful]
+        + [
+            f"  {r.sample_id}: re-measured onset {r.audit.remeasured_onset_s} s, "
+            f"recorded {r.audit.recorded_onset_s} s"
+            for r in results
+            if r.audit.disagrees(tolerance_ms)
+        ]
+    )
     if problems:
         text += "\n\nsessions with timing problems:\n" + "\n".join(problems)
     return text

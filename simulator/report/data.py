@@ -73,7 +73,9 @@ class RunReport:
                 "replied": t.replied,
                 "no_reply": t.no_reply,
                 "failed": t.failed,
-                "timing_valid": t.timing_valid,  # latency comes from these sessions only
+                "input_faithful": t.faithful,  # every metric comes from these sessions only
+                "precise": t.precise,  # latency comes from these sessions only
+                "retried": t.retried,
                 "latency_n": t.latency_n,
                 "truncated": t.truncated,
                 "latency_p50_ms": t.latency_p50_ms,
@@ -105,14 +107,19 @@ def _vector(cache: ScoreCache, key: str) -> np.ndarray | None:
     return cache.emotions(key)
 
 
+INPUT_UNFAITHFUL = "input fidelity lost"
+TIMING_INVALID = "timing invalid"  # a row recorded before fidelity was told apart from precision
+
+
 def out_of_n_reason(row: ResultRow) -> str | None:
-    """Why a completed sample is out of N before its scores are looked at: its own timing broke
-    its budget (the model may not have heard what the benchmark says it heard), or its reply is
-    shorter than a scorer takes."""
+    """Why a completed sample is out of N before its scores are looked at: the model did not
+    hear Speaker A's audio as a person's client sends it (input fidelity lost; a row recorded
+    before the split: its timing was invalid), or its reply is shorter than a scorer takes. A
+    session that kept fidelity but not precision is in N: only its latency is left out."""
     if row.status == "failed":
         return None  # counted as failed
-    if row.timing_valid is False:
-        return "timing invalid"
+    if not row.faithful:
+        return INPUT_UNFAITHFUL if row.input_faithful is False else TIMING_INVALID
     if row.status == "ok" and (row.reply_duration_s or 0.0) < MIN_CLIP_S:
         return "reply too short to score"
     return None
@@ -265,5 +272,4 @@ def build_report(run_dir: RunFolder | Path, scorer: str | None, *, seed: int = 0
 
 
 def _timed(row: ResultRow) -> TimedSample:
-    valid = getattr(row, "timing_valid", None) is not False  # None: not judged (older runs)
-    return TimedSample(row.task, row.status, row.reply_duration_s, row.latency_s, valid)
+    return TimedSample(row.task, row.status, row.reply_duration_s, row.latency_s, row.precise)

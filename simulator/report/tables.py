@@ -60,7 +60,9 @@ HEADERS = [
     "N",
     "reply rate",
     "latency p50 ms (n)",
-    "timing valid",
+    "input fidelity",
+    "precision",
+    "retried",
     "failed",
     "cost",
     "cost / sample",
@@ -102,7 +104,9 @@ def leaderboard_rows(
                 str(m.n),
                 _pct(m.reply_rate),
                 f"{_num(r.timing.latency_p50_ms, '{:.0f}')} ({r.timing.latency_n})",
-                f"{r.timing.timing_valid}/{r.timing.samples - r.timing.failed}",
+                f"{r.timing.faithful}/{r.timing.completed}",
+                f"{r.timing.precise}/{r.timing.completed}",
+                str(r.timing.retried),
                 str(m.n_failed),
                 *_cost_cells(r),
             ]
@@ -256,7 +260,11 @@ def out_of_n_notes(reports: Sequence[RunReport]) -> list[str]:
         reasons = ", ".join(f"{reason} {len(ids)}" for reason, ids in out.items()) or "none"
         cut = r.timing.truncated
         truncated = f"; {cut} {'reply' if cut == 1 else 'replies'} truncated" if cut else ""
-        notes.append(f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}{_bad(r)}")
+        loose = r.timing.faithful - r.timing.precise
+        imprecise = f"; {loose} in N without their latency (precision lost)" if loose else ""
+        notes.append(
+            f"{r.run_id}: N = {r.metrics.n}; out of N: {reasons}{truncated}{imprecise}{_bad(r)}"
+        )
     return notes
 
 

@@ -1,18 +1,26 @@
-"""Admission control: a new session starts only while this process keeps pace.
+"""Admission control: how many sessions run at once, learnt from how they end.
 
-``--concurrency`` is a ceiling, not a promise. Two things decide how many sessions run at once:
+``--concurrency`` is each run's ceiling, not a promise. How many sessions of every run on this
+loop run at once is the ``PaceWindow``'s, learnt from the sessions themselves in rounds:
 
-- ``ValidWindow`` learns it from the sessions themselves: each session that ends with valid
-  timing lets one more run (the window doubles per round while they keep their budget), and it
-  halves when a quarter or more of the sessions started since the last cut broke it. It
-  follows what the machine can pace, whatever moves it (our load, a co-located fake's, another
-  job's), and it is the figure the run's results depend on.
-- ``Headroom`` samples the event loop's lag (a ticker that asks to wake every ``TICK_S`` and
-  notes how late it woke) and this process's CPU share (its children's too: co-located fakes and
-  the worker pool use the same cores) over the last second, so a start never lands on a loop that
-  is already late; ``admit`` decides from those figures and the window alone (pure).
+- a round is the sessions that started at one window size; once enough of them have ended it is
+  judged: it *kept pace* when no session lost input fidelity and no more lost measurement
+  precision than a few percent beyond what the machine loses by itself (the share lost at
+  ``FLOOR`` sessions, where our own load is a few percent of one core, once a failing search
+  has gone down there; what any load loses is not ours to wait out);
+- the window then moves like a binary search between the largest load that kept pace and the
+  smallest that did not: doubling while no round has failed, halfway once one has, and it stays
+  once the two are a step apart (it converges instead of halving and regrowing). A load that
+  failed is tried again now and then (one round in ``PROBE_AFTER`` + 1), so a machine that got
+  quieter is used; a round that fails at a load that kept pace says the machine got busier, and
+  that load is forgotten;
+- below ``FLOOR`` sessions the window never holds a session back: another job's load is not
+  ours to wait out, and a machine left idle while sessions wait helps no one.
 
-One ``Headroom`` per event loop is shared by every run on it (the demo runs one per model).
+``Headroom`` holds the window for every run on one loop (the demo runs one per model), spaces
+starts so handshakes do not pile up, and keeps this process's CPU share (its children's too:
+co-located fakes and the worker pool use the same cores) under ``AdmissionLimits.cpu_share``.
+``admit`` decides from those figures and the window alone (pure).
 """
 
 from __future__ import annotations
@@ -23,98 +31,185 @@ import math
 import os
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-__all__ = ["AdmissionLimits", "Headroom", "Slot", "ValidWindow", "admit"]
+__all__ = ["FLOOR", "AdmissionLimits", "Headroom", "PaceWindow", "Slot", "admit"]
 
-TICK_S = 0.01  # how often the loop's lag is sampled
-WINDOW_S = 1.0  # the figures a decision looks at: the last second
+CPU_TICK_S = 0.1  # how often this process's CPU time is sampled (it reads /proc: not every frame)
+WINDOW_S = 1.0  # the CPU share a decision looks at: the last second
 # after a start the next waits this long at least: its handshake shows in the figures first, and
 # 51 ms is 11 ms past a 20 ms frame, so successive sessions' send instants (whole milliseconds,
 # ``Schedule.start``) fall on every phase of the frame instead of piling onto a few
 SETTLE_S = 0.051
 
+INITIAL_WINDOW = 16.0  # sessions at once before any round is judged
+FLOOR = 4  # sessions at once that are never held back (our load there is a few % of a core)
+MIN_ROUND = 8  # sessions ended before a round is judged (and at least half the window)
+MISS = 0.03  # share of a round that may lose precision beyond the machine's own share
+SPREAD = 1.5  # standard deviations a round's count may stray from the machine's share
+STEP = 0.125  # the search stops once the two bounds are this close (relative), or one apart
+PROBE_AFTER = 8  # rounds that kept pace at the converged load before the failed one is tried
+
 
 @dataclass(frozen=True)
 class AdmissionLimits:
-    loop_lag_ms: float = 2.0  # the last second's 95th-percentile loop lag must stay under this
-    cpu_share: float = 0.7  # ... and the CPU share of this process and its children (of all cores)
-
-
-INITIAL_WINDOW = 8.0  # sessions at once before any has finished: few enough for 2 cores
-CUT_MIN = 2  # invalid sessions since the last cut before the window halves ...
-CUT_SHARE = 0.25  # ... if they are at least this share of the sessions ended since
+    cpu_share: float = 0.7  # this process and its children's CPU share of all cores
 
 
 @dataclass
-class ValidWindow:
-    """How many sessions at once keep their timing valid, learnt from how they end (pure: the
-    caller gives the times). Like a congestion window: grows by one for each session that ends
-    valid while the window holds the run back, and halves once the sessions started since the
-    last cut show that the load breaks budgets: at least ``CUT_MIN`` of them invalid, and
-    ``CUT_SHARE`` or more. A stray invalid session (a machine that stalls now and then whatever
-    the load) does not shrink it; a run far past what the machine paces does, within a round."""
+class _Round:
+    size: float  # the window the round's sessions started under
+    started_at: float
+    ended: int = 0
+    imprecise: int = 0
+    unfaithful: int = 0
+    peak: int = 0  # the most sessions at once seen at one of its starts
+
+
+@dataclass
+class PaceWindow:
+    """The sessions at once that keep pace (pure: the caller gives the times)."""
 
     size: float = INITIAL_WINDOW
-    cut_at: float = -math.inf  # when it was last halved
-    valid_since: int = 0  # sessions started after the last cut that ended valid ...
-    invalid_since: int = 0  # ... and invalid
-
-    def ended(self, valid: bool, started_at: float, now: float, in_flight: int) -> None:
-        """A session started at ``started_at`` ended now, its timing ``valid`` or not, with
-        ``in_flight`` sessions running (itself included)."""
-        if valid and in_flight >= self.sessions:  # the window was what held the run back
-            self.size += 1.0
-        if started_at < self.cut_at:
-            return  # it ran under the window before the last cut: no evidence about this one
-        if valid:
-            self.valid_since += 1
-            return
-        self.invalid_since += 1
-        seen = self.valid_since + self.invalid_since
-        if self.invalid_since >= CUT_MIN and self.invalid_since >= CUT_SHARE * seen:
-            self.size = max(1.0, self.size / 2.0)
-            self.cut_at = now
-            self.valid_since = self.invalid_since = 0
+    good: float = 0.0  # the largest load whose round kept pace (0: none yet)
+    bad: float = math.inf  # the smallest load whose round did not ...
+    bad_lost: int | None = 0  # ... how many of its sessions lost precision (None: fidelity) ...
+    bad_ended: int = 0  # ... of how many
+    machine: float = 0.0  # the share lost at FLOOR sessions: the machine's own
+    kept: int = 0  # rounds in a row that kept pace at the converged load
+    rounds: list[tuple[float, int, int, int, bool]] = field(default_factory=list)
+    _round: _Round | None = None
 
     @property
     def sessions(self) -> int:
         return max(1, int(self.size))
 
+    @property
+    def capacity(self) -> int:
+        """What the run has learnt: the largest load that kept pace (the window until one did)."""
+        return int(self.good) if self.good else self.sessions
+
+    def started(self, at: float, in_flight: int) -> None:
+        """A session started at ``at`` with ``in_flight`` running (itself included)."""
+        if self._round is None:
+            self._round = _Round(self.size, at)
+        self._round.peak = max(self._round.peak, in_flight)
+
+    def ended(self, started_at: float, *, precise: bool, faithful: bool) -> None:
+        """A session (one attempt) started at ``started_at`` ended."""
+        r = self._round
+        if r is None or started_at < r.started_at:
+            return  # it started under an earlier window: no evidence about this one
+        r.ended += 1
+        r.imprecise += not precise
+        r.unfaithful += not faithful
+        if r.unfaithful or r.ended >= max(MIN_ROUND, r.size / 2):
+            self._judge(r)
+
+    def _judge(self, r: _Round) -> None:
+        sessions = max(1, int(r.size))
+        load = float(min(r.peak, sessions)) if r.peak else float(sessions)
+        # one imprecise session is a stray, not a share anything loses
+        share = max(0, r.imprecise - 1) / r.ended
+        if load <= FLOOR:
+            # at the floor our own load is negligible: what is lost there is the machine's
+            self.machine = share
+            kept = r.unfaithful == 0
+        else:
+            kept = r.unfaithful == 0 and r.imprecise <= self.allowed(r.ended)
+        self.rounds.append((r.size, r.ended, r.imprecise, r.unfaithful, kept))
+        self._round = None
+        if self.bad < math.inf and self._explained(self.bad_lost, self.bad_ended):
+            self.bad = math.inf  # that load failed on what the machine loses at any load
+        if kept:
+            self._kept(load, held=r.peak >= sessions)
+        else:
+            self._failed(load, r)
+
+    def _explained(self, lost: int | None, ended: int) -> bool:
+        """Whether a failed round's precision losses are what the machine loses by itself (a
+        round that lost fidelity, ``lost`` None, never is)."""
+        return lost is not None and lost <= self.allowed(ended)
+
+    def allowed(self, ended: int) -> int:
+        """How many of ``ended`` sessions may lose precision in a round that keeps pace: a few
+        percent, beyond what the machine loses by itself (with its binomial spread)."""
+        m = self.machine
+        spread = SPREAD * math.sqrt(ended * m * (1.0 - m))
+        return max(1, math.ceil(ended * (MISS + m) + spread))
+
+    def _kept(self, load: float, *, held: bool) -> None:
+        self.good = max(self.good, load)
+        if load >= self.bad:
+            self.bad = math.inf  # a load that failed keeps pace now: the machine got quieter
+        if not held:
+            return  # the window did not hold the run back: it says nothing about more
+        if self.bad == math.inf:
+            self.size = 2.0 * self.size
+        elif self._converged():
+            self.kept += 1
+            if self.kept >= PROBE_AFTER:  # now and then, the load that failed once more
+                self.kept = 0
+                self.size = self.bad
+        else:
+            self.size = (self.good + self.bad) / 2.0
+
+    def _failed(self, load: float, r: _Round) -> None:
+        self.kept = 0
+        if load <= self.bad:
+            lost = r.imprecise if r.unfaithful == 0 else None
+            self.bad, self.bad_lost, self.bad_ended = max(float(FLOOR), load), lost, r.ended
+        if self.good >= self.bad:  # it kept pace here before: the machine got busier
+            self.good = 0.0
+        low = self.good if self.good else max(float(FLOOR), self.bad / 2.0)
+        self.size = max(float(FLOOR), (low + self.bad) / 2.0 if self.good else low)
+
+    def _converged(self) -> bool:
+        return self.bad - self.good <= max(1.0, STEP * self.good)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "window": self.sessions,
+            "capacity": self.capacity,
+            "kept_pace_at": self.good or None,
+            "lost_pace_at": None if self.bad == math.inf else self.bad,
+            "machine_imprecise_share": round(self.machine, 3),
+            "rounds": len(self.rounds),
+        }
+
 
 def admit(
     in_flight: int,
-    ceiling: int,
-    lag_ms: float,
+    window: int,
     cpu_share: float,
     limits: AdmissionLimits,
-    window: int | None = None,
 ) -> bool:
-    """Whether one more session may start now. With none running, one always may (a run always
-    progresses, and its own figures then say how far it can go)."""
-    if in_flight >= ceiling:
-        return False
-    if in_flight == 0:
+    """Whether one more session may start now (the run's own ceiling is its caller's). Below
+    ``FLOOR`` one always may: a run always progresses, and no other job's load keeps it idle."""
+    if in_flight < FLOOR:
         return True
-    if window is not None and in_flight >= window:
+    if in_flight >= window:
         return False
-    return lag_ms < limits.loop_lag_ms and cpu_share < limits.cpu_share
+    return cpu_share < limits.cpu_share
 
 
 class Headroom:
-    """The loop's recent lag and this process's recent CPU share, sampled while sessions run."""
+    """The window shared by every run on one loop, this process's recent CPU share, and how
+    many sessions ran at once on average."""
 
     _by_loop: ClassVar[dict[int, Headroom]] = {}
 
     def __init__(self, limits: AdmissionLimits | None = None) -> None:
         self.limits = limits or AdmissionLimits()
-        self.window = ValidWindow()
+        self.window = PaceWindow()
         self.in_flight = 0
-        self.lags: deque[tuple[float, float]] = deque()  # (when, lag s)
         self.cpu: deque[tuple[float, float]] = deque()  # (when, CPU seconds so far)
         self.last_start = -1e9
         self.refused = 0  # decisions that found no room (for the progress line and tests)
+        self.area = 0.0  # sessions x seconds, for the mean in flight
+        self._since: float | None = None  # when in_flight last changed (None: none yet)
+        self._first: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._users = 0
 
@@ -142,74 +237,85 @@ class Headroom:
     async def _sample(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + TICK_S
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(CPU_TICK_S)
             now = loop.time()
-            self.lags.append((now, max(0.0, now - due)))
             self.cpu.append((now, _cpu_seconds()))
-            while self.lags and self.lags[0][0] < now - WINDOW_S:
-                self.lags.popleft()
             while len(self.cpu) > 1 and self.cpu[0][0] < now - WINDOW_S:
                 self.cpu.popleft()
 
-    def figures(self) -> tuple[float, float]:
-        """(95th-percentile loop lag in ms, CPU share of all cores) over the last second: one
-        preemption on a shared machine does not close the door, a loop that keeps lagging does."""
-        lags = sorted(lag for _, lag in self.lags)
-        lag_ms = 1000.0 * lags[int(0.95 * (len(lags) - 1))] if lags else 0.0
+    def cpu_share(self) -> float:
+        """CPU share of all cores of this process and its children over the last second."""
         if len(self.cpu) < 2:
-            return lag_ms, 0.0
+            return 0.0
         (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
         cores = os.cpu_count() or 1
-        return lag_ms, (c1 - c0) / (t1 - t0) / cores if t1 > t0 else 0.0
+        return (c1 - c0) / (t1 - t0) / cores if t1 > t0 else 0.0
 
-    async def wait_for_room(self, ceiling: int, *, check: bool = True) -> None:
+    def mean_in_flight(self, now: float) -> float:
+        """Sessions at once, averaged from the first start to ``now``."""
+        if self._first is None or self._since is None or now <= self._first:
+            return 0.0
+        return (self.area + self.in_flight * (now - self._since)) / (now - self._first)
+
+    def _count(self, delta: int, now: float) -> None:
+        if self._since is not None:
+            self.area += self.in_flight * (now - self._since)
+        if self._first is None:
+            self._first = now
+        self._since = now
+        self.in_flight += delta
+
+    async def wait_for_room(self, *, check: bool = True) -> None:
         """Returns once a session may start (and counts it in flight: call ``done`` after);
         without ``check`` only the spacing of starts applies."""
         loop = asyncio.get_running_loop()
         while True:
             settled = loop.time() - self.last_start >= SETTLE_S
-            lag_ms, share = self.figures()
             window = self.window.sessions
             if settled and (
-                not check or admit(self.in_flight, ceiling, lag_ms, share, self.limits, window)
+                not check or admit(self.in_flight, window, self.cpu_share(), self.limits)
             ):
                 break
             self.refused += 1
             await asyncio.sleep(SETTLE_S)
-        self.in_flight += 1
-        self.last_start = loop.time()
+        now = loop.time()
+        self._count(+1, now)
+        self.last_start = now
+        self.window.started(now, self.in_flight)
 
     @contextlib.asynccontextmanager
-    async def slot(self, ceiling: int, *, check: bool = True) -> AsyncIterator[Slot]:
+    async def slot(self, *, check: bool = True) -> AsyncIterator[Slot]:
         """Room for one session (``wait_for_room``), given back on leaving."""
-        held = Slot(self, ceiling, check)
+        held = Slot(self, check)
         await held.take()
         try:
             yield held
         finally:
             held.give_back()
 
-    def ended(self, valid: bool, started_at: float) -> None:
-        """A session (one attempt) ended; its timing was ``valid`` or not."""
-        now = asyncio.get_running_loop().time()
-        self.window.ended(valid, started_at, now, self.in_flight)
+    def ended(self, started_at: float, *, precise: bool, faithful: bool) -> None:
+        """A session (one attempt) that started at ``started_at`` ended."""
+        self.window.ended(started_at, precise=precise, faithful=faithful)
 
     def done(self) -> None:
-        self.in_flight -= 1
+        self._count(-1, asyncio.get_running_loop().time())
+
+    def describe(self) -> dict[str, Any]:
+        """How the sessions were paced: the window, what it learnt, sessions at once."""
+        now = asyncio.get_running_loop().time()
+        return {**self.window.describe(), "mean_in_flight": round(self.mean_in_flight(now), 2)}
 
 
 class Slot:
     """One session's room in a ``Headroom``: taken, given back, taken again for a retry."""
 
-    def __init__(self, headroom: Headroom, ceiling: int, check: bool) -> None:
+    def __init__(self, headroom: Headroom, check: bool) -> None:
         self.headroom = headroom
-        self.ceiling = ceiling
         self.check = check
         self.held = False
 
     async def take(self) -> None:
-        await self.headroom.wait_for_room(self.ceiling, check=self.check)
+        await self.headroom.wait_for_room(check=self.check)
         self.held = True
 
     def give_back(self) -> None:

@@ -1,5 +1,9 @@
 """Reference models served from a child process, so they never compete with the session loop.
 
+One process serves every behaviour a run (or the demo's runs) needs, each on its own port: on
+a small machine each extra process is one more loop waiting for a core just as its reply
+should leave.
+
 The child shares the machine's cores with the run, so when the machine is busy its loop stalls
 too, and a reply it sends late is heard late: a latency the model did not have. The child reports
 its stalls (``serve-model --report-stalls``) and ``stalls`` holds them, for the sessions'
@@ -12,7 +16,9 @@ import asyncio
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from types import TracebackType
+from typing import NoReturn
 
 from duplexsim.core.errors import ConfigError
 from duplexsim.run.lifeline import owner_env
@@ -22,17 +28,23 @@ __all__ = ["FakeModelProcess"]
 
 
 class FakeModelProcess:
-    """``duplexsim serve-model`` on a free loopback port, for as long as the context is open."""
+    """``duplexsim serve-model`` on free loopback ports, for as long as the context is open:
+    ``behaviour`` is one behaviour or several, served by one process (``urls``)."""
 
     def __init__(
-        self, protocol: str, behaviour: str, *extra_args: str, start_timeout_s: float = 30
+        self,
+        protocol: str,
+        behaviour: str | Sequence[str],
+        *extra_args: str,
+        start_timeout_s: float = 30,
     ):
         self.protocol = protocol
-        self.behaviour = behaviour
+        self.behaviours = (behaviour,) if isinstance(behaviour, str) else tuple(behaviour)
+        self.behaviour = ",".join(self.behaviours)
         self.extra_args = extra_args
         self.start_timeout_s = start_timeout_s
-        self.url = ""
-        self.stalls = StallLog()  # the server loop's stalls, as it reports them
+        self.urls: dict[str, str] = {}  # behaviour -> where it is served
+        self.stalls = StallLog()  # the server loop's stalls, as it reports them (all behaviours')
         self._reader: asyncio.Task[None] | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
@@ -57,22 +69,31 @@ class FakeModelProcess:
             env={**os.environ, **owner_env()},
         )
         assert self._proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(self._proc.stdout.readline(), self.start_timeout_s)
-        except TimeoutError:
-            line = b""
-        text = line.decode().strip()
-        if " on " not in text:
-            await self.aclose()
-            self._stderr.seek(0)
-            err = self._stderr.read()
-            detail = err.decode().strip().splitlines()[-1:] or ["no output"]
-            raise ConfigError(
-                f"fake {self.behaviour} model over {self.protocol} did not start: {detail[0]}"
-            )
-        self.url = text.rsplit(" on ", 1)[1]
+        for behaviour in self.behaviours:  # one line each: "serving B over P on URL"
+            try:
+                line = await asyncio.wait_for(self._proc.stdout.readline(), self.start_timeout_s)
+            except TimeoutError:
+                line = b""
+            text = line.decode().strip()
+            if " on " not in text:
+                await self._failed()
+            self.urls[behaviour] = text.rsplit(" on ", 1)[1]
         self._reader = asyncio.create_task(self._read_stalls(self._proc.stdout))
         return self
+
+    @property
+    def url(self) -> str:
+        """Where the (first) behaviour is served ("" before the server is up)."""
+        return self.urls.get(self.behaviours[0], "")
+
+    async def _failed(self) -> NoReturn:
+        await self.aclose()
+        self._stderr.seek(0)
+        err = self._stderr.read()
+        detail = err.decode().strip().splitlines()[-1:] or ["no output"]
+        raise ConfigError(
+            f"fake {self.behaviour} model over {self.protocol} did not start: {detail[0]}"
+        )
 
     async def _read_stalls(self, stdout: asyncio.StreamReader) -> None:
         """Every stall the server reports (other lines are ignored), until its stdout ends."""

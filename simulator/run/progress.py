@@ -19,6 +19,7 @@ class Progress:
         self.quiet = quiet
         self.tty = self.stream.isatty()
         self.in_flight = self.done = self.failed = self.retries = 0
+        self.window: int | None = None  # sessions at once admission allows now
         self.started = time.monotonic()
         self._last_line = 0.0
 
@@ -29,8 +30,9 @@ class Progress:
         if finished:
             remaining = (self.total - finished) * elapsed / finished
             eta = f"{remaining:.0f}s"
+        window = "" if self.window is None else f" of {self.window}"
         return (
-            f"{self.label}: {finished}/{self.total} | in flight {self.in_flight} | "
+            f"{self.label}: {finished}/{self.total} | in flight {self.in_flight}{window} | "
             f"done {self.done} | failed {self.failed} | retries {self.retries} | "
             f"{elapsed:.0f}s elapsed | ETA {eta}"
         )

@@ -54,6 +54,7 @@ def outcome_summary(outcome: SessionOutcome) -> dict[str, Any]:
         is_record = dataclasses.is_dataclass(value) and not isinstance(value, type)
         summary[f.name] = asdict(value) if is_record else value
     summary["timing_valid"] = outcome.check.valid  # whether the figures can be vouched for
+    summary["input_faithful"] = outcome.check.faithful  # whether the model heard the stream
     summary["wall_s"] = round(outcome.wall_s, 3)
     return summary
 

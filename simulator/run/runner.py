@@ -87,6 +87,9 @@ class RunOptions:
     sample_ids: tuple[str, ...] = ()
     quiet: bool = False
     admission: bool = True  # False: start up to ``concurrency`` sessions whatever the headroom
+    # run a session again when it kept input fidelity but not measurement precision (only its
+    # latency is lost; against a hosted model each attempt is a paid session)
+    retry_imprecise: bool = False
     # ``run --monitor``: asked before each attempt for a tap on the session's audio (None: not
     # this one); the player hands it to one session at a time
     monitor: Callable[[], SessionTap | None] | None = None
@@ -139,6 +142,13 @@ class _Writer:
         await loop.run_in_executor(self.pool, record_session, folder, outcome, meta)
         await asyncio.to_thread(self._put, row)
 
+    def set_meta(self, values: dict[str, Any]) -> None:
+        with self.lock:
+            try:
+                self.store.set_meta(values)
+            except (sqlite3.Error, OSError) as exc:
+                raise StorageError(self.store.path, exc) from None
+
     def _put(self, row: ResultRow) -> None:
         with self.lock:
             try:
@@ -186,16 +196,25 @@ def yield_to_pacing() -> None:
 def realtime_tuning() -> Iterator[None]:
     """Process settings for pacing many sessions from one loop: worker threads give the GIL back
     within 0.1 ms, and everything alive before the run (imported modules, settings) is moved out
-    of the garbage collector's reach, so a full collection stays short."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    gc.collect()
-    gc.freeze()
+    of the garbage collector's reach, so a full collection stays short. Runs on one loop (the
+    demo's) share them: only the first to start sets them (a full collection then stalls no
+    session) and only the last to end undoes them (the others still pace)."""
+    _tuned[0] += 1
+    if _tuned[0] == 1:
+        _tuned[1] = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        gc.collect()
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
-        sys.setswitchinterval(interval)
+        _tuned[0] -= 1
+        if _tuned[0] == 0:
+            gc.unfreeze()
+            sys.setswitchinterval(_tuned[1])
+
+
+_tuned: list[Any] = [0, 0.0]  # (holders of realtime_tuning, the switch interval before them)
 
 
 def _check_writable(run_dir: Path) -> None:
@@ -220,6 +239,7 @@ def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> d
         "run": {
             "concurrency": opts.concurrency,
             "max_attempts": opts.retry.max_attempts,
+            "retry_imprecise": opts.retry_imprecise,
             "shard": list(opts.shard) if opts.shard else None,
             "trials": opts.trials,
         },
@@ -320,12 +340,13 @@ async def execute_run(
     progress: Progress | None = None,
     *,
     endpoint: Endpoint | None = None,
+    pool: concurrent.futures.Executor | None = None,
 ) -> list[ResultRow]:
     """Run every missing sample of ``bench`` against ``profile``; returns all rows of this store.
 
     A ``progress`` shared by several concurrent runs shows them as one line; the caller closes it.
     ``endpoint`` is a server the caller started for the run (a fake whose stalls it reads),
-    instead of the profile's.
+    instead of the profile's; ``pool`` a worker pool it shares between runs (``started_pool``).
     """
     if opts.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
@@ -334,7 +355,7 @@ async def execute_run(
         client_config(profile)  # missing key or endpoint fails before anything starts
     _check_writable(opts.run_dir)
     with run_lock(opts.run_dir, opts.run_id, opts.shard):
-        return await _execute_locked(bench, profile, opts, progress, endpoint)
+        return await _execute_locked(bench, profile, opts, progress, endpoint, pool)
 
 
 async def _execute_locked(
@@ -343,28 +364,56 @@ async def _execute_locked(
     opts: RunOptions,
     progress: Progress | None,
     given: Endpoint | None,
+    pool: concurrent.futures.Executor | None,
 ) -> list[ResultRow]:
-    store = _open_store(opts, profile, bench)
+    # a run's own start and end (its store, the benchmark's digest, package versions, the pool)
+    # happen in threads: another run on this loop (the demo's) may be pacing sessions meanwhile
+    store = await asyncio.to_thread(_open_store, opts, profile, bench)
     try:
-        todo = _todo(bench, opts, store)
-        remove_unfinished(opts.run_dir / "sessions", (j.key for j in todo))
+        todo = await asyncio.to_thread(_todo, bench, opts, store)
+        await asyncio.to_thread(remove_unfinished, opts.run_dir / "sessions", [j.key for j in todo])
         spend = _Spend.of([j.sample for j in todo], profile, opts, store.rows())
         own_progress = progress is None
         if progress is None:
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)
         progress.total += len(todo)
         if todo:
-            with worker_pool() as pool:
-                async with _endpoint(profile, given) as endpoint:
-                    writer = _Writer(store, pool)
-                    await _run_all(todo, profile, endpoint, opts, writer, progress, spend)
+            async with _pool(pool) as workers, _endpoint(profile, given) as endpoint:
+                writer = _Writer(store, workers)
+                await _run_all(todo, profile, endpoint, opts, writer, progress, spend)
         if own_progress:
             progress.close()
         if spend.budget is not None and spend.budget.not_started:
             raise spend.budget.reached()
-        return store.rows()
+        return await asyncio.to_thread(store.rows)
     finally:
-        store.close()
+        await asyncio.to_thread(store.close)
+
+
+@asynccontextmanager
+async def _pool(
+    given: concurrent.futures.Executor | None,
+) -> AsyncIterator[concurrent.futures.Executor]:
+    """The caller's pool, or one of the run's own, started before the first session and shut
+    down after the last off the loop (a worker's start and a shutdown's join block for tens of
+    milliseconds)."""
+    if given is not None:
+        yield given
+        return
+    pool = await started_pool()
+    try:
+        yield pool
+    finally:
+        await asyncio.to_thread(pool.shutdown)
+
+
+async def started_pool() -> concurrent.futures.ProcessPoolExecutor:
+    """A ``worker_pool`` whose workers are running: the first job starts them, in a thread (a
+    worker's start waits on the fork server)."""
+    pool = worker_pool()
+    first = await asyncio.to_thread(pool.submit, os.getpid)
+    await asyncio.wrap_future(first)
+    return pool
 
 
 @dataclass
@@ -426,7 +475,7 @@ async def _run_all(
             expected = spend.expected.get(job.sample.id, 0.0)
             if budget is not None and not await budget.admit(job.key, expected):
                 return  # past --max-cost: left for a resumed run
-            async with headroom.slot(opts.concurrency, check=opts.admission) as slot:
+            async with headroom.slot(check=opts.admission) as slot:
                 progress.in_flight += 1
                 try:
                     await _run_sample(job, profile, endpoint, opts, writer, progress, slot, spend)
@@ -434,17 +483,21 @@ async def _run_all(
                     progress.in_flight -= 1
                     progress.update()
 
-    ticker = asyncio.create_task(_tick(progress))
+    ticker = asyncio.create_task(_tick(progress, headroom))
     with realtime_tuning():
         try:
             await asyncio.gather(*(one(j) for j in todo))
+            # how this run's sessions were paced, beside its results (what the window learnt,
+            # sessions at once): the figures that make a run's wall time repeatable
+            await asyncio.to_thread(writer.set_meta, {"pace": headroom.describe()})
         finally:
             ticker.cancel()
             await headroom.stop()
 
 
-async def _tick(progress: Progress) -> None:
+async def _tick(progress: Progress, headroom: Headroom) -> None:
     while True:
+        progress.window = headroom.window.sessions
         progress.update()
         await asyncio.sleep(0.5)
 
@@ -495,7 +548,8 @@ async def _run_sample(
         usage = usage + outcome.usage  # every attempt is billed
         provider.ended(outcome.rate_limited, outcome.retry_after_s)
         if outcome.status != "failed":  # how sessions end teaches admission what fits
-            slot.headroom.ended(outcome.check.valid, started)
+            check = outcome.check
+            slot.headroom.ended(started, precise=check.valid, faithful=check.faithful)
         if outcome.rate_limited and refused < opts.retry.max_rate_limited:
             # not an attempt: the whole run slows down, and this one waits its turn
             refused += 1
@@ -514,9 +568,7 @@ async def _run_sample(
                 retry_after_s=outcome.retry_after_s,
                 rng=random.Random(),
             )
-        elif not outcome.check.valid:
-            # our own timing broke its budget (not the model's fault): run it again; if it
-            # stays invalid it is kept, marked, and left out of the latency figures
+        elif _worth_retrying(outcome, opts.retry_imprecise):
             wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
         if wait is None:
             break
@@ -569,6 +621,15 @@ async def _run_sample(
         progress.failed += 1
     else:
         progress.done += 1
+
+
+def _worth_retrying(outcome: SessionOutcome, imprecise: bool) -> bool:
+    """A session the model did not hear as a person's client sends it is worth nothing: run it
+    again (it is not the model's fault). One that kept fidelity but not precision lost only its
+    latency; it is run again only when asked. Either, if it stays so, is kept and marked."""
+    if not outcome.check.faithful:
+        return True
+    return imprecise and not outcome.check.valid
 
 
 def outcome_row(
@@ -632,6 +693,8 @@ def outcome_row(
         rate_limited=rate_limited,
         provider_wait_s=round(provider_wait_s, 3),
         context_s=None if context_s is None else round(context_s, 3),
+        input_faithful=outcome.check.faithful,
+        fidelity_lost=outcome.check.unfaithful,
     )
 
 

@@ -98,6 +98,23 @@ class ResultRow:
     rate_limited: int | None = None
     provider_wait_s: float | None = None
     context_s: float | None = None  # the context's length (what estimates scale usage by)
+    # the model heard Speaker A's audio as a person's client sends it (None: recorded before
+    # fidelity was told apart from precision), and why not
+    input_faithful: bool | None = None
+    fidelity_lost: str | None = None
+
+    @property
+    def faithful(self) -> bool:
+        """Input fidelity kept: the sample counts for every metric. A row recorded before the
+        split reads as it did: a session whose timing was invalid counted for none."""
+        if self.input_faithful is not None:
+            return self.input_faithful
+        return self.timing_valid is not False
+
+    @property
+    def precise(self) -> bool:
+        """Measurement precision kept (or never checked): its latency counts."""
+        return self.timing_valid is not False and self.faithful
 
 
 def session_key(sample_id: str, trial: int) -> str:

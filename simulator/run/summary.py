@@ -25,7 +25,8 @@ class RunSummary:
     replied: int
     no_reply: int
     failed: int
-    timing_valid: int  # sessions whose own timing kept its budget (latency comes from these)
+    faithful: int  # completed sessions whose model heard the stream as sent (every metric)
+    precise: int  # ... whose own timing also kept its budget (latency comes from these)
     latency_n: int  # replies the latency figures are computed from
     truncated: int  # replies cut short (max length, deadline, a server that closed mid-reply)
     latency_p50_ms: float | None
@@ -39,6 +40,11 @@ class RunSummary:
     provider_wait_s: float = 0.0  # sessions' starts held by the provider's limits, summed
     provider_wait_max_s: float = 0.0  # ... and the longest one sample waited
     rate_limited: int = 0  # attempts the provider refused for its rate limits
+    retried: int = 0  # samples that took more than one attempt (each one a paid session)
+
+    @property
+    def completed(self) -> int:
+        return self.samples - self.failed
 
     @property
     def reply_rate(self) -> float | None:
@@ -55,11 +61,9 @@ def summarise_rows(
 ) -> RunSummary:
     """``price``: the run's price table (None: none, its cost is unknown)."""
     ok = [r for r in rows if r.status == "ok"]
+    completed = [r for r in rows if r.status != "failed"]
     # a latency whose session broke its timing budget cannot be vouched for: left out, counted
-    valid = [r for r in rows if r.status != "failed" and r.timing_valid is not False]
-    latencies = [
-        r.latency_s * 1000 for r in ok if r.latency_s is not None and r.timing_valid is not False
-    ]
+    latencies = [r.latency_s * 1000 for r in ok if r.latency_s is not None and r.precise]
     durations = [r.reply_duration_s for r in ok if r.reply_duration_s is not None]
     sends = [r for r in rows if r.send_p99_ms is not None]
     return RunSummary(
@@ -68,7 +72,8 @@ def summarise_rows(
         replied=len(ok),
         no_reply=sum(r.status == "no-reply" for r in rows),
         failed=sum(r.status == "failed" for r in rows),
-        timing_valid=len(valid),
+        faithful=sum(r.faithful for r in completed),
+        precise=sum(r.precise for r in completed),
         latency_n=len(latencies),
         truncated=sum(1 for r in ok if r.truncated),
         latency_p50_ms=_pct(latencies, 50),
@@ -82,6 +87,7 @@ def summarise_rows(
         provider_wait_s=sum(r.provider_wait_s or 0.0 for r in rows),
         provider_wait_max_s=max((r.provider_wait_s or 0.0 for r in rows), default=0.0),
         rate_limited=sum(r.rate_limited or 0 for r in rows),
+        retried=sum(r.attempts > 1 for r in rows),
     )
 
 
@@ -97,7 +103,9 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
         "no reply",
         "failed",
         "reply rate",
-        "timing valid",
+        "input fidelity",
+        "precision",
+        "retried",
         "truncated",
         "latency n",
         "latency p50 ms",
@@ -117,7 +125,9 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
             s.no_reply,
             s.failed,
             _num(None if s.reply_rate is None else 100 * s.reply_rate, "{:.0f}%"),
-            f"{s.timing_valid}/{s.samples - s.failed}",
+            f"{s.faithful}/{s.completed}",
+            f"{s.precise}/{s.completed}",
+            s.retried,
             s.truncated,
             s.latency_n,
             _num(s.latency_p50_ms),
@@ -138,13 +148,19 @@ def render_summaries(summaries: Sequence[RunSummary]) -> str:
     ]
     if failures:
         text += "\n\nfailed sessions by reason:\n  " + "\n  ".join(failures)
-    invalid = [s for s in summaries if s.timing_valid < s.samples - s.failed]
-    if invalid:
+    unfaithful = [s for s in summaries if s.faithful < s.completed]
+    if unfaithful:
         text += (
-            "\n\nlatency comes from sessions whose own timing kept its budget only: "
-            + ", ".join(
-                f"{s.label} leaves out {s.samples - s.failed - s.timing_valid}" for s in invalid
-            )
+            "\n\nevery metric leaves out sessions whose model did not hear the stream as a "
+            "client sends it (input fidelity lost): "
+            + ", ".join(f"{s.label} leaves out {s.completed - s.faithful}" for s in unfaithful)
+        )
+    imprecise = [s for s in summaries if s.precise < s.faithful]
+    if imprecise:
+        text += (
+            "\n\nlatency comes from sessions whose own timing kept its budget only (the "
+            "others count for every emotion metric): "
+            + ", ".join(f"{s.label} leaves out {s.faithful - s.precise}" for s in imprecise)
         )
     return text + _cost_notes(summaries) + _provider_notes(summaries)
 

@@ -78,18 +78,18 @@ def _stats(run: RunView) -> str:
     rows = run.rows
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("ok", "no-reply", "failed")}
     # latency from sessions whose own timing kept its budget only, with their count
-    latencies = [
-        r.latency_s for r in rows if r.latency_s is not None and r.timing_valid is not False
-    ]
+    latencies = [r.latency_s for r in rows if r.latency_s is not None and r.precise]
     median = statistics.median(latencies) * 1000 if latencies else None
     completed = [r for r in rows if r.status != "failed"]
-    valid = sum(1 for r in completed if r.timing_valid is not False)
+    faithful = sum(r.faithful for r in completed)
+    precise = sum(r.precise for r in completed)
     items = [
         ("sessions", str(len(rows))),
         ("replied", str(counts["ok"])),
         ("no reply", str(counts["no-reply"])),
         ("failed", str(counts["failed"])),
-        ("timing valid", f"{valid}/{len(completed)}"),
+        ("input fidelity", f"{faithful}/{len(completed)}"),
+        ("precision", f"{precise}/{len(completed)}"),
         ("median latency", f"{fmt_num(median, '{:.0f}')} ms (n={len(latencies)})"),
     ]
     if run.report is not None:

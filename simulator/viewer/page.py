@@ -135,6 +135,12 @@ def _validity(r: ResultRow) -> str:
     return "valid" if r.timing_valid else f"invalid ({r.timing_invalid})"
 
 
+def _fidelity(r: ResultRow) -> str:
+    if r.input_faithful is None:
+        return "not told apart (recorded before the split: counts as the timing says)"
+    return "kept" if r.input_faithful else f"lost ({r.fidelity_lost})"
+
+
 def _lags(loop_ms: float | None, recv_ms: float | None) -> str:
     return f"{fmt_num(loop_ms, '{:.2f}')} / {fmt_num(recv_ms, '{:.2f}')} ms"
 
@@ -143,11 +149,18 @@ def _problems(s: SessionView) -> str:
     parts = []
     if s.row.error:
         parts.append(f'<div class="alert error"><b>Session failed:</b> {esc(s.row.error)}</div>')
-    if s.row.timing_valid is False:
+    if not s.row.faithful:
+        why = s.row.fidelity_lost or s.row.timing_invalid or ""
         parts.append(
-            '<div class="alert warn"><b>Timing invalid:</b> '
-            f"{esc(s.row.timing_invalid or '')}; its latency is left out of the run's figures"
-            "</div>"
+            '<div class="alert warn"><b>Input fidelity lost:</b> '
+            f"{esc(why)}; the model did not hear the stream a client sends, so this session "
+            "is left out of every metric</div>"
+        )
+    elif s.row.timing_valid is False:
+        parts.append(
+            '<div class="alert warn"><b>Timing imprecise:</b> '
+            f"{esc(s.row.timing_invalid or '')}; its latency is left out of the run's figures "
+            "(it counts for every emotion metric)</div>"
         )
     if s.row.truncated:
         parts.append(
@@ -376,7 +389,8 @@ def _metrics(run: RunView, s: SessionView) -> str:
         ("overlap with Speaker A", fmt_s(r.overlap_s, 2)),
         ("truncated", r.truncated or "no"),
         ("Streaming", ""),
-        ("timing", _validity(r)),
+        ("input fidelity", _fidelity(r)),
+        ("timing (precision)", _validity(r)),
         ("send error p50 / p99 / max", _send_errors(r.send_p50_ms, r.send_p99_ms, r.send_max_ms)),
         ("loop lag / receive lag (max)", _lags(r.loop_lag_max_ms, r.recv_lag_max_ms)),
         ("latency bound (late sends + stalls)", fmt_num(r.latency_bound_ms, "{:.2f} ms")),

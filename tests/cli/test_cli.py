@@ -93,6 +93,17 @@ def test_demo_runs_reference_models_end_to_end(tmp_path):
     assert echo.split()[1:7] == ["[fake]", "3", "3", "0", "0", "100%"]
     assert silent.split()[1:7] == ["[fake]", "3", "0", "3", "0", "0%"]
     assert "fake-echo [fake]" in result.stdout
+    # what scoring did, one plain line per run (never a Python tuple)
+    scored = [line for line in lines if "clips scored" in line]
+    assert [line.split(":")[0] for line in scored] == [
+        str(tmp_path / "d-echo"),
+        str(tmp_path / "d-silent"),
+    ]
+    assert not any(line.startswith(("(", "('", '("')) for line in lines), result.stdout
+    assert "0 unscored" in scored[0]
+    # both validities are counted beside the runs, and the samples retried
+    header = next(line for line in lines if line.startswith("run "))
+    assert "input fidelity" in header and "precision" in header and "retried" in header
     replay = duplexsim("replay", str(tmp_path / "d-echo"))
     assert "3/3 sessions agree" in replay.stdout, replay.stdout + replay.stderr
     # a loaded machine may push a session's own sends over budget: replay then says which and
@@ -150,6 +161,9 @@ def test_models_list_shows_profiles_without_secrets(monkeypatch):
     assert {"azure-realtime", "azure-voice-live", "qwen-omni-realtime"} <= set(rows)
     assert "OPENAI_API_KEY (set)" in result.stdout
     assert "sk-should-not-print" not in result.stdout
+    # a hosted profile says its sessions are paid, and which ones a run retries
+    assert rows["gpt-realtime"][-1] == "paid" and rows["moshi-local"][-1] == "local"
+    assert "unless you pass --retry-imprecise" in " ".join(result.stdout.split())
 
 
 def test_profile_without_its_key_fails_before_any_session(tmp_path):

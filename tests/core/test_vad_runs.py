@@ -86,3 +86,36 @@ def test_gap_frames_do_not_count_towards_the_minimum_length() -> None:
 def test_a_negative_gap_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="max_gap_ms"):
         VadConfig(max_gap_ms=-10)
+
+
+def test_edges_searched_block_by_block_are_the_edges_of_the_whole_span() -> None:
+    """refine_bounds reads from each side only as far as its edge: the same samples as reading
+    the whole span (whatever the level, the span's length, and where the edges fall)."""
+    from duplexsim.core.vad import VadConfig, refine_bounds
+
+    def whole_span(x: np.ndarray, rate: int, first: int, end: int, cfg: VadConfig):  # type: ignore[no-untyped-def]
+        from duplexsim.core.vad import edge_level
+
+        frame = rate * cfg.frame_ms // 1000
+        edge = edge_level(x, rate, first, cfg)
+        inner = (end, first) if cfg.edge_above_floor else (first + 1, end - 1)
+        lo, hi = max(0, (first - 1) * frame), inner[0] * frame
+        hits = np.flatnonzero(np.abs(x[lo:hi]) >= edge)
+        onset = lo + int(hits[0]) if hits.size else first * frame
+        lo, hi = inner[1] * frame, (end + 1) * frame
+        hits = np.flatnonzero(np.abs(x[lo:hi]) >= edge)
+        offset = lo + int(hits[-1]) + 1 if hits.size else end * frame
+        return onset / rate, offset / rate
+
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        rate = (16000, 24000)[trial % 2]
+        n = int(rng.integers(rate // 10, 6 * rate))
+        x = (rng.standard_normal(n) * 10 ** rng.uniform(-4, -1)).astype(np.float32)
+        x[rng.integers(0, n, 5)] *= 50  # a few loud samples anywhere
+        frames = n // (rate // 100)
+        first = int(rng.integers(0, max(1, frames - 1)))
+        end = int(rng.integers(first + 1, frames + 2))
+        for above in (True, False):
+            cfg = VadConfig(edge_above_floor=above, edge_dbfs=float(rng.uniform(-60, -20)))
+            assert refine_bounds(x, rate, first, end, cfg) == whole_span(x, rate, first, end, cfg)

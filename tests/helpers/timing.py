@@ -26,7 +26,7 @@ def vouched(timed: SessionOutcome | ResultRow) -> bool:
     """Whether a real-time session vouched for its timing figures (it kept its budget). The one
     place tests ask: a loaded machine may spoil a session's timing, and the session says so."""
     if isinstance(timed, ResultRow):
-        return timed.timing_valid is True
+        return timed.timing_valid is True and timed.precise
     return timed.check.valid
 
 
@@ -46,3 +46,17 @@ def assert_latency(timed: SessionOutcome | ResultRow, expected_s: float, tol_s: 
     if vouched(timed):
         most = expected_s + tol_s + (bound_ms or 0.0) / 1000
         assert latency <= most, f"latency {latency:.4f} s > {most:.4f} s, though vouched for"
+
+
+def within_default_budget(row: ResultRow) -> bool:
+    """Whether a session run under a lenient budget kept the default one (its recorded figures):
+    the sessions whose real-time figures a test may hold to the millisecond."""
+    b = TimingBudget()
+    figures = (
+        (row.send_p99_ms, b.send_p99_ms),
+        (row.send_max_ms, b.send_max_ms),
+        (row.loop_lag_max_ms, b.loop_lag_max_ms),
+        (row.recv_lag_max_ms, b.recv_lag_max_ms),
+        (row.latency_bound_ms, b.latency_ms),
+    )
+    return all(got is not None and got <= limit for got, limit in figures)

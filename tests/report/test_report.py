@@ -225,13 +225,22 @@ def test_a_sample_out_of_n_says_why(tmp_path) -> None:
     from duplexsim.report.data import out_of_n_reason
     from duplexsim.run.store import ResultRow
 
-    def row(status: str, duration: float | None, valid: bool | None) -> ResultRow:
+    def row(
+        status: str, duration: float | None, valid: bool | None, faithful: bool | None = None
+    ) -> ResultRow:
         return ResultRow(
             "s", status, "end-of-turn", None, 1, "en", "Anger", 0.4, 1.0, duration, 0.0, 0.5,
             0.1, 0.2, 0.3, 1, 1, 1.0, "sessions/s", "2026-01-01T00:00:00+00:00",
-            timing_valid=valid,
+            timing_valid=valid, input_faithful=faithful,
         )  # fmt: skip
 
+    assert out_of_n_reason(row("ok", 1.2, True, True)) is None
+    # precision lost, fidelity kept: in N for every emotion metric (only its latency is out)
+    assert out_of_n_reason(row("ok", 1.2, False, True)) is None
+    assert out_of_n_reason(row("no-reply", None, False, True)) is None
+    assert out_of_n_reason(row("ok", 1.2, False, False)) == "input fidelity lost"
+    assert out_of_n_reason(row("no-reply", None, False, False)) == "input fidelity lost"
+    # recorded before the split: an invalid session reads as it did, out of N
     assert out_of_n_reason(row("ok", 1.2, True)) is None
     assert out_of_n_reason(row("ok", 1.2, False)) == "timing invalid"
     assert out_of_n_reason(row("no-reply", None, False)) == "timing invalid"

@@ -1,99 +1,145 @@
-"""Admission control: the decision (pure), and the headroom figures a loop gives it."""
+"""Admission control: the decision (pure), the window that learns how many sessions keep pace
+(pure, on given times), and the figures a loop gives them."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import math
 
-from duplexsim.run.admission import AdmissionLimits, Headroom, admit
+import pytest
+
+from duplexsim.run.admission import FLOOR, AdmissionLimits, Headroom, PaceWindow, admit
 from tests.helpers.waits import async_wait_until
 
-LIMITS = AdmissionLimits(loop_lag_ms=2.0, cpu_share=0.7)
+LIMITS = AdmissionLimits(cpu_share=0.7)
 
 
-def test_a_session_starts_only_under_the_ceiling_and_while_there_is_room() -> None:
-    assert admit(0, 8, lag_ms=50.0, cpu_share=1.0, limits=LIMITS)  # none running: always one
-    assert admit(3, 8, lag_ms=1.0, cpu_share=0.5, limits=LIMITS)
-    assert not admit(8, 8, lag_ms=0.0, cpu_share=0.0, limits=LIMITS)  # the ceiling
-    assert not admit(3, 8, lag_ms=2.5, cpu_share=0.5, limits=LIMITS)  # the loop lags
-    assert not admit(3, 8, lag_ms=1.0, cpu_share=0.8, limits=LIMITS)  # no CPU left
+def test_a_session_starts_under_the_window_while_cpu_is_left_and_always_below_the_floor() -> None:
+    assert admit(0, 1, cpu_share=1.0, limits=LIMITS)  # none running: always one
+    assert admit(FLOOR - 1, 1, cpu_share=1.0, limits=LIMITS)  # another job's load: not ours
+    assert admit(5, 8, cpu_share=0.5, limits=LIMITS)
+    assert not admit(8, 8, cpu_share=0.0, limits=LIMITS)  # the window
+    assert not admit(5, 8, cpu_share=0.8, limits=LIMITS)  # no CPU left
 
 
-async def test_a_loop_kept_busy_shows_its_lag_and_closes_the_door() -> None:
-    headroom = Headroom(LIMITS)
-    headroom.start()
-    try:
-        await asyncio.sleep(0.2)  # the figures of a quiet loop, over a few of its samples
-        quiet_lag, _ = headroom.figures()
-        for _ in range(30):  # 10 ms of the loop's time taken every 20 ms
-            end = time.perf_counter() + 0.01
-            while time.perf_counter() < end:
-                pass
-            await asyncio.sleep(0.01)
-        busy_lag, share = headroom.figures()
-        headroom.in_flight = 1
-        assert busy_lag > max(quiet_lag, 2.0)
-        assert share > 0.0  # the busy loop's CPU shows (how much depends on the machine's load)
-        assert not admit(headroom.in_flight, 8, busy_lag, share, LIMITS)
-    finally:
-        await headroom.stop()
+def play(
+    w: PaceWindow,
+    rounds: int,
+    lost_share: float | None = None,
+    *,
+    capacity: float = math.inf,
+    machine: float = 0.0,
+    unfaithful_above: float = math.inf,
+    t0: float = 0.0,
+) -> list[int]:
+    """``rounds`` rounds at the window's size: a round's sessions lose precision at ``machine``
+    plus ``lost_share`` once the load is past ``capacity``; the window after each round."""
+    sizes = []
+    t = t0
+    for _ in range(rounds):
+        size = w.sessions
+        t += 1.0
+        for _ in range(size):
+            w.started(t, size)
+        n = max(8, math.ceil(size / 2))
+        share = machine + (lost_share or 0.0 if size > capacity else 0.0)
+        lost = round(share * n)
+        for k in range(n):
+            w.ended(t, precise=k >= lost, faithful=size <= unfaithful_above)
+            if w.sessions != size or w._round is None:
+                break
+        sizes.append(w.sessions)
+    return sizes
 
 
-def test_the_window_doubles_per_round_and_halves_when_the_load_breaks_budgets() -> None:
-    from duplexsim.run.admission import ValidWindow
-
-    w = ValidWindow(size=4.0)
-    for k in range(4):  # a round: the running sessions end valid, a full window each time
-        w.ended(True, started_at=0.0, now=1.0 + k, in_flight=w.sessions)
-    assert w.sessions == 8
-    w.ended(False, started_at=2.0, now=9.0, in_flight=8)
-    assert w.sessions == 8  # one invalid session among five: a stray, not the load
-    w.ended(False, started_at=2.0, now=10.0, in_flight=8)
-    assert w.sessions == 4 and w.cut_at == 10.0  # two of six: the load
-    # sessions that started before the cut ran under the old window: they say nothing new
-    for k in range(3):
-        w.ended(False, started_at=9.0, now=11.0 + k, in_flight=4)
-    assert w.sessions == 4
-    for _ in range(4):
-        w.ended(True, started_at=10.5, now=15.0, in_flight=w.sessions)
-    assert w.sessions == 8
-    for k in range(2):  # started after the cut, and two of six: halve again
-        w.ended(False, started_at=10.5, now=16.0 + k, in_flight=8)
-    assert w.sessions == 4
-    for k in range(20):
-        w.ended(False, started_at=20.0 + k, now=21.0 + k, in_flight=1)
-    assert w.size == 1.0  # never below one: a run always progresses
+def test_the_window_doubles_while_rounds_keep_pace() -> None:
+    w = PaceWindow(size=8.0)
+    assert play(w, 3) == [16, 32, 64]
+    assert w.good == 32 and w.bad == math.inf
 
 
-def test_stray_invalid_sessions_do_not_shrink_the_window() -> None:
-    from duplexsim.run.admission import ValidWindow
-
-    w = ValidWindow(size=8.0)
-    for k in range(200):  # one in ten invalid, whatever the load
-        w.ended(k % 10 != 9, started_at=float(k), now=k + 1.0, in_flight=w.sessions)
-    assert w.sessions >= 100
-
-
-def test_the_window_grows_only_while_it_is_what_holds_the_run_back() -> None:
-    from duplexsim.run.admission import ValidWindow
-
-    w = ValidWindow(size=8.0)
-    for _ in range(20):
-        w.ended(True, started_at=0.0, now=1.0, in_flight=3)  # a ceiling of 3 held it back
-    assert w.sessions == 8
+def test_a_round_is_judged_only_once_enough_of_it_ended() -> None:
+    w = PaceWindow(size=32.0)
+    for _ in range(32):
+        w.started(1.0, 32)
+    for _ in range(15):
+        w.ended(1.0, precise=True, faithful=True)
+    assert w.sessions == 32 and not w.rounds  # half the window has not ended yet
+    w.ended(1.0, precise=True, faithful=True)
+    assert w.sessions == 64 and len(w.rounds) == 1
+    w.ended(0.5, precise=False, faithful=False)  # started under an earlier window: no evidence
+    assert w.sessions == 64 and len(w.rounds) == 1
 
 
-def test_a_session_waits_for_the_window() -> None:
-    assert admit(3, 8, 0.0, 0.0, LIMITS, window=4)
-    assert not admit(4, 8, 0.0, 0.0, LIMITS, window=4)
-    assert admit(0, 8, 0.0, 0.0, LIMITS, window=1)  # none running: always one
+def test_one_stray_imprecise_session_does_not_fail_a_round() -> None:
+    w = PaceWindow(size=16.0)
+    assert play(w, 1, 1 / 8, capacity=0) == [32]  # one of eight: a stray
+    assert play(w, 1, 3 / 16, capacity=0) == [24]  # three of sixteen: the load; back halfway
+
+
+@pytest.mark.parametrize("capacity", [6, 11, 23, 40])
+def test_the_window_converges_on_what_the_machine_paces_and_stays(capacity: int) -> None:
+    w = PaceWindow()
+    sizes = play(w, 40, 0.3, capacity=capacity)
+    settled = sizes[12:]
+    # it converges within a step of the capacity ...
+    assert all(capacity * 0.8 <= s <= capacity * 1.3 + 1 for s in settled), sizes
+    # ... and stays there: no halving and regrowing, only an occasional try a little higher
+    assert min(settled) >= capacity * 0.8 and w.good <= capacity
+    lost = sum(s > capacity for s in settled)
+    assert lost <= len(settled) / 3, sizes
+
+
+def test_a_session_that_lost_fidelity_fails_its_round_at_once() -> None:
+    w = PaceWindow(size=16.0)
+    w.started(1.0, 16)
+    w.ended(1.0, precise=False, faithful=False)
+    assert w.rounds == [(16.0, 1, 1, 1, False)] and w.bad == 16 and w.sessions == 8
+    sizes = play(w, 30, capacity=math.inf, unfaithful_above=12, t0=2.0)[8:]
+    # it settles on the most that keep fidelity, trying one more now and then
+    assert max(sizes) <= 13 and sizes.count(12) >= 0.8 * len(sizes), sizes
+
+
+def test_what_the_machine_loses_by_itself_does_not_keep_sessions_waiting() -> None:
+    # another job makes half of all sessions imprecise whatever the load: the window must not
+    # sit at the floor (that only leaves the machine idle); it goes up to what our own load
+    # breaks (here nothing does)
+    w = PaceWindow()
+    sizes = play(w, 25, machine=0.5)
+    assert min(sizes) >= FLOOR and sizes[-1] >= 64, sizes
+    assert w.machine > 0.2  # what every load loses: the machine's
+
+
+def test_a_machine_that_got_busier_is_followed_down_and_a_quieter_one_up() -> None:
+    w = PaceWindow()
+    play(w, 30, 0.3, capacity=30)
+    assert 24 <= w.sessions <= 40
+    play(w, 30, 0.3, capacity=10, t0=100.0)
+    assert 8 <= w.sessions <= 13 and w.good <= 10
+    sizes = play(w, 60, 0.3, capacity=30, t0=200.0)
+    assert sizes[-1] >= 24, sizes  # tried a little higher from time to time, it finds room
+
+
+def test_the_window_never_holds_back_below_the_floor() -> None:
+    w = PaceWindow(size=8.0)
+    sizes = play(w, 10, 1.0, capacity=0)  # every session loses precision at every load
+    assert min(sizes) >= FLOOR
+
+
+def test_the_window_only_grows_while_it_is_what_holds_the_run_back() -> None:
+    w = PaceWindow(size=16.0)
+    for _ in range(5):
+        w.started(1.0, 3)  # a ceiling of 3 held the run back
+    for _ in range(8):
+        w.ended(1.0, precise=True, faithful=True)
+    assert w.sessions == 16 and w.good == 3
 
 
 async def test_a_retry_gives_its_room_back_while_it_waits() -> None:
     headroom = Headroom(LIMITS)
     headroom.start()
     try:
-        async with headroom.slot(4) as slot:
+        async with headroom.slot() as slot:
             assert headroom.in_flight == 1
             waiting = asyncio.create_task(slot.retake(0.2))
             await async_wait_until(lambda: not slot.held, what="the slot given back")
@@ -101,5 +147,29 @@ async def test_a_retry_gives_its_room_back_while_it_waits() -> None:
             await waiting
             assert headroom.in_flight == 1 and slot.held
         assert headroom.in_flight == 0
+    finally:
+        await headroom.stop()
+
+
+async def test_the_sessions_at_once_are_averaged_over_time() -> None:
+    headroom = Headroom(LIMITS)
+    loop = asyncio.get_running_loop()
+    headroom._count(+1, 10.0)
+    headroom._count(+1, 11.0)  # one for a second, then two for two seconds
+    headroom._count(-1, 13.0)
+    headroom._count(-1, 14.0)
+    assert headroom.mean_in_flight(14.0) == pytest.approx((1 + 4 + 1) / 4)
+    assert headroom.mean_in_flight(loop.time()) >= 0.0
+
+
+async def test_the_cpu_share_of_a_busy_process_shows() -> None:
+    headroom = Headroom(LIMITS)
+    headroom.start()
+    try:
+        end = asyncio.get_running_loop().time() + 0.5
+        while asyncio.get_running_loop().time() < end:  # busy, yielding now and then
+            sum(range(20000))
+            await asyncio.sleep(0)
+        assert headroom.cpu_share() > 0.0
     finally:
         await headroom.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -21,6 +22,7 @@ from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.timing import TimingBudget
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.replay.sessions import replay_run
 from duplexsim.run.runner import RunOptions, execute_run, realtime_tuning, worker_pool
@@ -31,9 +33,8 @@ from tests.helpers.timing import assert_latency
 
 
 def options(tmp_path: Path, run_id: str = "r1", **kw) -> RunOptions:
-    return RunOptions(
-        run_id=run_id, runs_dir=tmp_path / "runs", settings=SETTINGS, quiet=True, **kw
-    )
+    kw.setdefault("settings", SETTINGS)
+    return RunOptions(run_id=run_id, runs_dir=tmp_path / "runs", quiet=True, **kw)
 
 
 async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
@@ -53,6 +54,8 @@ async def test_run_records_every_session_and_resumes_without_rework(tmp_path):
     for r in rows:
         assert_latency(r, 0.4, 0.08)
     assert [r.finished_at for r in again] == [r.finished_at for r in rows]  # nothing redone
+    pace = read_results(tmp_path / "runs" / "r1")[0]["pace"]  # how its sessions were paced
+    assert pace["window"] >= 4 and pace["capacity"] >= 1 and 0.0 < pace["mean_in_flight"] <= 4
     sessions = tmp_path / "runs" / "r1" / "sessions"
     assert sorted(p.name for p in sessions.iterdir()) == ["s0", "s1", "s2", "s3"]
     bundle = sessions / "s0"
@@ -278,3 +281,50 @@ def test_realtime_tuning_is_undone_after_the_run():
         assert sys.getswitchinterval() <= 0.0001 + 1e-9
         assert gc.get_freeze_count() > 0
     assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
+
+
+def test_runs_that_overlap_share_the_tuning_until_the_last_one_ends():
+    before = sys.getswitchinterval()
+    first, second = realtime_tuning(), realtime_tuning()
+    first.__enter__()
+    frozen = gc.get_freeze_count()
+    second.__enter__()  # the second run to start collects nothing: the first one is pacing
+    assert gc.get_freeze_count() == frozen
+    first.__exit__(None, None, None)  # the first run ends; the second still paces
+    assert sys.getswitchinterval() <= 0.0001 + 1e-9 and gc.get_freeze_count() == frozen
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before and gc.get_freeze_count() == 0
+
+
+# a send is never on time to the microsecond: under these budgets every session loses either
+# measurement precision alone (its p99) or input fidelity too (a frame later than 1 us)
+IMPRECISE = TimingBudget(send_p99_ms=0.001, send_max_ms=5000.0, loop_lag_max_ms=5000.0,
+                         recv_lag_max_ms=5000.0, latency_ms=5000.0)  # fmt: skip
+UNFAITHFUL = TimingBudget(send_p99_ms=0.001, send_max_ms=0.001, loop_lag_max_ms=5000.0,
+                          recv_lag_max_ms=5000.0, latency_ms=5000.0, input_late_ms=0.001)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("budget", "retry_imprecise", "attempts"),
+    [(IMPRECISE, False, 1), (IMPRECISE, True, 3), (UNFAITHFUL, False, 3)],
+    ids=["imprecise-kept", "imprecise-retried-when-asked", "unfaithful-retried"],
+)
+async def test_only_a_session_the_model_did_not_hear_as_sent_is_run_again_by_default(
+    tmp_path, budget, retry_imprecise, attempts
+):
+    bench = load_benchmark(short_benchmark(tmp_path / "b", 1))
+    server = await start_server(behaviour_factory("echo", hangover_s=0.25))
+    profile = ModelProfile(name="local", protocol="pcm-ws", url=server.url)
+    settings = dataclasses.replace(SETTINGS, budget=budget)
+    retry = RetryPolicy(3, base_s=0.01)
+    try:
+        (row,) = await execute_run(
+            bench,
+            profile,
+            options(tmp_path, settings=settings, retry=retry, retry_imprecise=retry_imprecise),
+        )
+    finally:
+        await server.aclose()
+    assert row.status == "ok" and row.attempts == attempts
+    assert row.timing_valid is False and row.input_faithful is (budget is IMPRECISE)
+    assert row.faithful is (budget is IMPRECISE) and not row.precise

@@ -117,6 +117,39 @@ def test_a_send_over_budget_makes_the_session_invalid_exactly() -> None:
     assert out.check.loop_lag_max_ms == pytest.approx(5.0, abs=1e-6)
 
 
+def test_a_frame_late_past_what_a_receiver_absorbs_loses_input_fidelity_exactly() -> None:
+    behaviour = behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25)
+    kept = session(SlowSend(behaviour(RATE), frame=40, stall_s=0.025))
+    assert kept.check.faithful and kept.check.unfaithful is None  # imprecise, not unheard
+    assert not kept.check.valid
+    at_limit = session(SlowSend(behaviour(RATE), frame=40, stall_s=0.060))
+    assert at_limit.check.faithful  # 60 ms late is inside what a receiver absorbs
+    lost = session(SlowSend(behaviour(RATE), frame=40, stall_s=0.075))
+    assert lost.check.send.max_ms == pytest.approx(75.0, abs=1e-6)
+    assert lost.check.unfaithful == "a frame 75.0 ms late > 60 ms"
+    assert not lost.check.faithful and lost.check.invalid == "send p99 48.2 ms > 5 ms"
+    row = outcome_row("s", "en", "Anger", lost, 1, Path("runs/r/sessions/s"), Path("runs/r"))
+    assert (row.input_faithful, row.fidelity_lost, row.timing_valid) == (
+        False,
+        "a frame 75.0 ms late > 60 ms",
+        False,
+    )
+    assert not row.faithful and not row.precise
+
+
+def test_fidelity_is_never_stricter_than_the_budgets_send_max() -> None:
+    from duplexsim.core.timing import TimingBudget, check_timing, input_late_limit_ms
+
+    loose = TimingBudget(send_max_ms=200.0, loop_lag_max_ms=200.0, recv_lag_max_ms=200.0)
+    assert input_late_limit_ms(loose) == 200.0
+    assert input_late_limit_ms(TimingBudget()) == 60.0
+    check = check_timing([0.0] * 99 + [0.1], [0.0], 0.0, 0.02, loose)
+    assert check.faithful and check.valid  # 100 ms late: within this budget's 200
+    own = TimingBudget(input_late_ms=40.0)
+    check = check_timing([0.0] * 99 + [0.045], [0.0], 0.0, 0.02, own)
+    assert check.unfaithful == "a frame 45.0 ms late > 40 ms"
+
+
 def test_the_summary_agrees_with_the_rows_for_a_noise_only_model(tmp_path: Path) -> None:
     silent = behaviour_factory("silent")(RATE)
     outs = [session(ScriptedClient(silent, transform=noise(-39.0, seed))) for seed in range(3)]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from duplexsim.core.vad import StreamingVad, VadConfig, speech_bounds
+from duplexsim.core.vad import VAD_RATE, StreamingVad, VadConfig, refine_bounds, speech_bounds
 
 __all__ = ["Behaviour", "FloatArray", "Step", "UserTurn"]
 
@@ -50,22 +49,40 @@ class UserTurn:
 
 
 class _History:
-    """The recent input, addressed by absolute sample index, trimmed from the front."""
+    """The recent input, addressed by absolute sample index, trimmed from the front. One
+    contiguous buffer: a turn's window is a slice of it, not a join of every chunk it spans."""
 
     def __init__(self) -> None:
-        self._chunks: deque[tuple[int, FloatArray]] = deque()
+        self._buf = np.zeros(1 << 16, dtype=np.float32)
+        self._first = 0  # absolute index of _buf[0]
+        self._end = 0  # absolute index one past the last sample held
 
     def append(self, start: int, x: FloatArray) -> None:
-        if x.size:
-            self._chunks.append((start, x))
+        if not x.size:
+            return
+        if start != self._end:  # a gap (never in practice: the input is contiguous)
+            self._first = self._end = start
+        n = self._end - self._first
+        if n + x.size > self._buf.size:
+            grown = np.zeros(max(2 * self._buf.size, n + x.size), dtype=np.float32)
+            grown[:n] = self._buf[:n]
+            self._buf = grown
+        self._buf[n : n + x.size] = x
+        self._end += x.size
 
     def slice(self, lo: int, hi: int) -> FloatArray:
-        parts = [x[max(lo - s, 0) : hi - s] for s, x in self._chunks if s < hi and s + x.size > lo]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        lo, hi = max(lo, self._first), min(hi, self._end)
+        if hi <= lo:
+            return np.zeros(0, dtype=np.float32)
+        return self._buf[lo - self._first : hi - self._first].copy()
 
     def discard_before(self, index: int) -> None:
-        while self._chunks and self._chunks[0][0] + self._chunks[0][1].size <= index:
-            self._chunks.popleft()
+        drop = min(index, self._end) - self._first
+        # moved down only once half the buffer is behind: a copy per 32k+ samples, not per chunk
+        if drop > 0 and drop >= self._buf.size // 2:
+            n = self._end - self._first - drop
+            self._buf[:n] = self._buf[drop : drop + n]
+            self._first += drop
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,29 @@ class _TurnTracker:
         return None
 
 
+class _TurnVad:
+    """``frame_flags`` over a window that starts at sample ``lo``, decided as the window's
+    audio comes: the same fresh VAD and run rule, fed the same frames in the same order, so its
+    first and last speech frames are the ones a pass over the whole window finds."""
+
+    def __init__(self, rate: int, cfg: VadConfig, lo: int) -> None:
+        self.lo = self.fed = lo
+        self.batch = rate // 10  # fed 100 ms at a time: the cost of a call is mostly its own
+        self._vad = StreamingVad(rate, cfg)
+        self.first: int | None = None  # first speech frame of the window
+        self.end = 0  # one past its last speech frame
+
+    def feed(self, history: _History, upto: int) -> None:
+        """The window's audio up to sample ``upto`` (whole frames: ``upto`` is a frame edge,
+        or the rest waits in the VAD for the next call)."""
+        if upto <= self.fed:
+            return
+        for first, end in self._vad.speech(history.slice(self.fed, upto)):
+            self.first = first if self.first is None else min(self.first, first)
+            self.end = max(self.end, end)
+        self.fed = upto
+
+
 class Behaviour(ABC):
     """Input audio in, output audio for the same media interval out; subclasses decide replies."""
 
@@ -128,6 +168,7 @@ class Behaviour(ABC):
         self._turn_begin = 0  # first sample of the current turn's audio window
         self._floor_frame = 0  # a turn's window never reaches back into the previous turn
         self._onset = 0
+        self._turn_vad: _TurnVad | None = None  # the turn's VAD, kept up as its audio comes
         self._reply: tuple[int, FloatArray] | None = None
         self.turns: list[UserTurn] = []
 
@@ -158,6 +199,9 @@ class Behaviour(ABC):
             else:
                 stopped = True
                 self._turn_ended(edge, now)
+        vad = self._turn_vad
+        if vad is not None and self._tracker.speaking and self._pos - vad.fed >= vad.batch:
+            vad.feed(self._history, self._pos)
         self._history.discard_before(self._keep_from())
         return self._render(c0, x.size, started, stopped)
 
@@ -194,6 +238,7 @@ class Behaviour(ABC):
         hi = self._sample(edge.at_frame + 1)  # not ``now``: windows must not depend on chunking
         first = self._sample(edge.frame)
         self._onset = self._refine(self._turn_begin, hi, onset=True, default=first)
+        self._turn_vad = self._new_turn_vad(self._turn_begin)
         if not self.replying:
             self._on_speech_started(self._onset, now)
         else:
@@ -202,15 +247,33 @@ class Behaviour(ABC):
     def _turn_ended(self, edge: _Edge, now: int) -> None:
         self._floor_frame = edge.at_frame + 1
         lo, hi = self._turn_begin, self._sample(edge.at_frame + 1)
-        # one pass over the turn for both edges: a fake's work at a turn end stalls every
-        # other connection it serves
-        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
+        bounds = self._turn_bounds(lo, hi)
         end = self._sample(edge.frame + 1) if bounds is None else lo + round(bounds[1] * self.rate)
         onset = self._onset if bounds is None else lo + round(bounds[0] * self.rate)
         turn = UserTurn(self.rate, onset, end, hi)
         self.turns.append(turn)
         if not self.replying:
             self._on_turn_end(turn, now)
+
+    def _new_turn_vad(self, lo: int) -> _TurnVad | None:
+        """The VAD over the turn's window from ``lo``, fed as the turn's audio comes; None where
+        only a pass over the whole window decides as ``speech_bounds`` does (another rate: a
+        streaming resampler's output is not the one-shot one's, sample for sample)."""
+        return _TurnVad(self.rate, self._cfg, lo) if self.rate == VAD_RATE else None
+
+    def _turn_bounds(self, lo: int, hi: int) -> tuple[float, float] | None:
+        """``speech_bounds`` of the turn's window [lo, hi): both edges in one decision. The
+        frames were classified as they came (``_TurnVad``); at the turn's end only the edges are
+        refined, so the reply it starts does not wait for a pass over the whole turn (a fake's
+        work at a turn end stalls every connection it serves, the replying one first)."""
+        window = self._audio(lo, hi)
+        vad, self._turn_vad = self._turn_vad, None
+        if vad is None or vad.lo != lo:
+            return speech_bounds(window, self.rate, self._cfg)
+        vad.feed(self._history, hi)
+        if vad.first is None:
+            return None
+        return refine_bounds(window, self.rate, vad.first, vad.end, self._cfg)
 
     def _refine(self, lo: int, hi: int, *, onset: bool, default: int) -> int:
         bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)

@@ -259,3 +259,36 @@ def test_an_utterance_with_a_pause_is_silent_there() -> None:
     assert voice[: RATE - 200].any() and voice[round(1.6 * RATE) + 200 :].any()
     b = make_behaviour("talk-through", RATE, utterance_s=2.0, pause_at_s=1.0, pause_s=0.6)
     assert np.array_equal(b.utterance, voice)
+
+
+class _WholeTurnPass(Behaviour):
+    """A behaviour that finds its turn's edges with one pass over the whole turn at its end."""
+
+    def _new_turn_vad(self, lo: int) -> None:  # type: ignore[override]
+        return None
+
+
+@pytest.mark.parametrize("chunk", [320, 160, 437])
+def test_a_turn_classified_as_it_comes_ends_where_a_pass_over_it_ends(chunk: int) -> None:
+    """Every demo context (real speech, pauses, several runs): the turns found with the frames
+    classified as they came are the ones a pass over the whole turn finds, to the sample, and
+    so is the echo the model sends."""
+    from pathlib import Path
+
+    from duplexsim.clients.fakekit.behaviours.kinds import Echo
+    from duplexsim.core.audio import read_audio
+    from tests.helpers.paths import DEMO
+
+    class EchoWhole(_WholeTurnPass, Echo):
+        pass
+
+    contexts = sorted((Path(DEMO) / "audio").glob("*.context.ogg"))[::3]
+    assert len(contexts) >= 15
+    for path in contexts:
+        x = read_audio(path, sample_rate=RATE).samples
+        x = np.concatenate([x, np.zeros(2 * RATE, np.float32)])  # the hangover passes
+        streamed, whole = Echo(RATE, hangover_s=1.0), EchoWhole(RATE, hangover_s=1.0)
+        out_streamed, _ = run(streamed, x, chunk)
+        out_whole, _ = run(whole, x, chunk)
+        assert streamed.turns and streamed.turns == whole.turns, path.name
+        assert np.array_equal(out_streamed, out_whole), path.name
