@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from numpy.typing import NDArray
 from duplexsim.clients.base import DuplexClient
 from duplexsim.core.conversation import UserTurn
 from duplexsim.core.errors import Disconnected, ProtocolError, SessionError
-from duplexsim.core.records import EventRecords
+from duplexsim.core.records import EventRecords, merged_log
 from duplexsim.core.redact import redact
 from duplexsim.core.replytracker import ReplyTracker
 from duplexsim.core.timing import (
@@ -49,7 +50,14 @@ from duplexsim.session.latency import reply_window
 from duplexsim.session.receiver import Receiver
 from duplexsim.session.sender import Sender
 from duplexsim.session.stalls import StallLog
-from duplexsim.session.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
+from duplexsim.session.useraudio import (
+    CONTEXT_RATE,
+    FixedContext,
+    LiveInput,
+    LiveSource,
+    PartnerSide,
+    UserAudio,
+)
 
 __all__ = [
     "CONTEXT_RATE",
@@ -152,12 +160,20 @@ class SessionOutcome:
     turns: list[dict[str, Any]] = field(default_factory=list)
     partner: list[dict[str, Any]] = field(default_factory=list)
     speech: list[list[float]] = field(default_factory=list)
+    # a partner model's session (``run --partner``): its timing (each direction's sends against
+    # its schedule; ``check`` holds both), what it was and how it went, and its own events
+    partner_check: TimingCheck | None = None
+    partner_model: dict[str, Any] = field(default_factory=dict)
+    partner_records: EventRecords | None = None
 
     @functools.cached_property
     def events(self) -> list[dict[str, Any]]:
         """Every event as a dict (built on first use: the runner leaves that to the process
-        that writes the bundle)."""
-        return self.records.log()
+        that writes the bundle); a partner model's audio under ``partner-send`` and
+        ``partner-recv``."""
+        if self.partner_records is None:
+            return self.records.log()
+        return merged_log((self.records, ""), (self.partner_records, "partner-"))
 
 
 class _Session:
@@ -357,12 +373,31 @@ async def run_session(
             timing, s.records, s.sender.frame_s, s.caps.output_rate, s.t0,
             loop_stalls, server_stalls,
         )  # fmt: skip
+        if truncated is None and s.tracker.onset_s is not None and s.tracker.ended is None:
+            truncated = s.user.end_reason  # a reply the user's own limit cut
+    if error is None and s.user.listening:
+        for event in await asyncio.to_thread(s.user.settle, s.tracker, s.sender.media_s()):
+            s.partner_events.append(event)
+            s.log(s.clock() - s.t0, "user", "partner", **event)
     outcome = _outcome(s, sent, output, timing, error, truncated, wall_s, window)
     if error is None and s.user.listening:
         outcome.turns = s.turn_records(speech_end_s, output)
         outcome.speech = [[round(a, 6), round(b, 6)] for a, b in s.tracker.replies.speech]
     outcome.partner = s.partner_events
+    _add_partner_side(outcome, s.user.partner_side(settings.budget))
     return outcome
+
+
+def _add_partner_side(outcome: SessionOutcome, side: PartnerSide | None) -> None:
+    """A partner model's half: its records and timing; the session's timing is valid only
+    while both directions kept the budget."""
+    if side is None:
+        return
+    outcome.partner_records = side.records
+    outcome.partner_check = side.check
+    outcome.partner_model = side.summary
+    if outcome.check.valid and not side.check.valid:
+        outcome.check = dataclasses.replace(outcome.check, invalid=f"partner {side.check.invalid}")
 
 
 async def _connect_and_stream(
@@ -384,6 +419,7 @@ async def _connect_and_stream(
                 pump.start()
             s.start()
             client.timeline_started(s.t0)
+            s.user.timeline_started(s.t0)
             if tap is not None:
                 tap.on_start(s.t0, caps.input_rate, caps.output_rate)
             s.log(
@@ -411,6 +447,8 @@ async def _connect_and_stream(
             await pump.aclose()
         with contextlib.suppress(Exception):
             await client.aclose()
+        with contextlib.suppress(Exception):
+            await s.user.aclose()
     return None, False
 
 
@@ -461,7 +499,7 @@ def _outcome(
     else:
         status = "ok"
         ended = s.tracker.replies.turns[0].end_reason  # talked over by a partner, or the detector's
-        reason = ended if ended is not None else s.ended_by or "deadline"
+        reason = ended if ended is not None else s.ended_by or s.user.end_reason or "deadline"
     check = check_timing(
         s.records.send_errors(),
         s.records.loop_lags(),
