@@ -37,6 +37,7 @@ FRAME_MS = 20  # 10-20 ms chunks are Google's "ultra-low latency" advice (ADK st
 class GeminiLiveClient(WebSocketClient):
     decode_text = False  # the server may send JSON as binary frames
     protocol = "gemini-live"
+    instructions_option = "system_instruction"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

@@ -52,6 +52,7 @@ def _checked(options: Mapping[str, Any]) -> Mapping[str, Any]:
 
 class HumeEviClient(WebSocketClient):
     protocol = "hume-evi"
+    instructions_option = "system_prompt"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

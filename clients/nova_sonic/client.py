@@ -83,6 +83,7 @@ def _settings(voice: str | None, options: Mapping[str, Any]) -> SonicSettings:
 
 class NovaSonicClient(DuplexClient):
     protocol = "nova-sonic"
+    instructions_option = "system_prompt"
     pollable = True
 
     def __init__(self, config: ClientConfig) -> None:

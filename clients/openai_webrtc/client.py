@@ -72,6 +72,7 @@ CODEC_DELAY_S = 2 * ENCODER_DELAY_S  # 0.013: Opus lookahead, client->server and
 
 class OpenAIWebRTCClient(DuplexClient):
     protocol = "openai-webrtc"
+    instructions_option = "instructions"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)
