@@ -13,7 +13,8 @@ how it ended), as for a partner script's next turn.
 Three things end the session: the turn limit (after ``turns`` utterances the partner is muted:
 nothing from the end of the last one is relayed; the session ends once every reply is over), the
 time limit (at ``time_s`` on the timeline, whatever is under way), and a partner with nothing
-more to say (its stream closed, or it said nothing for the reply timeout after all was over).
+more to say (its stream closed, or it said nothing for the reply timeout after it heard that all
+was over: ``back_s``, how much later it hears the model, and ``delay_s`` later).
 """
 
 from __future__ import annotations
@@ -87,12 +88,16 @@ class PartnerTurns:
         limits: PartnerLimits,
         delay_s: float,
         reply_timeout_s: float,
+        frame_s: float = 0.01,
+        back_s: float = 0.0,
     ) -> None:
         self.partner = partner
         self.model = model
         self.limits = limits
         self.delay_s = delay_s
         self.reply_timeout_s = reply_timeout_s
+        self.frame_s = frame_s  # the partner's speech frames' (its VAD's)
+        self.back_s = back_s  # how much later the partner hears the model
         partner.set_context_end(0.0)  # the partner listens from the start
         self.opened: list[int] = []  # the model's turn each utterance made, by utterance
         self._decided: list[float] = []  # by utterance: the frame that gave its end
@@ -111,7 +116,10 @@ class PartnerTurns:
         end opens its user turn; each one the partner's tracker has ended ends its turn."""
         partner = self.partner
         while (latest := partner.turns[-1]).ended_at_s is not None:
-            partner.open_turn(latest.ended_at_s, latest.ended_at_s)
+            # from the end of the speech frame it ended in: the rest of that frame is its own
+            # (its protocol may end it before the VAD has had its last, partial frame)
+            at = math.ceil(latest.ended_at_s / self.frame_s - 1e-6) * self.frame_s
+            partner.open_turn(at, at)
         for j in range(len(self.opened), min(len(partner.turns), self.limits.turns)):
             onset = partner.reply(j).onset_s
             if onset is None or onset + self.delay_s >= frame_end_s - EPS:
@@ -154,7 +162,9 @@ class PartnerTurns:
             return "partner-closed"
         ends = [t.ended_at_s for t in self.model.turns if t.ended_at_s is not None]
         ends += [self.model.turns[k].end_s for k in self.opened]
-        if now_s >= max(ends, default=0.0) + self.reply_timeout_s - EPS:
+        # the reply timeout runs from when the partner heard the end, to when it would be heard
+        wait = self.back_s + self.reply_timeout_s + self.delay_s
+        if now_s >= max(ends, default=0.0) + wait - EPS:
             return "partner-silent"
         return None
 

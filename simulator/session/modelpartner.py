@@ -62,14 +62,11 @@ class ModelPartner:
         partner: DuplexClient,
         limits: PartnerLimits,
         settings: SessionSettings,
-        *,
-        about: dict[str, Any] | None = None,
     ) -> None:
         self.context = FixedContext(context)
         self.partner = partner
         self.limits = limits
         self.settings = settings
-        self.about = dict(about or {})  # what the caller records of the partner (profile, ...)
         connect_s = partner.config.connect_timeout_s
         self.max_turn_s = max(self.context.max_turn_s, limits.time_s) + connect_s
         self.records = EventRecords()
@@ -127,7 +124,8 @@ class ModelPartner:
             self._model = replies
             self.turns = PartnerTurns(
                 self.tracker.replies, replies.replies, self.limits, self.up.delay_s,
-                self.settings.turns.reply_timeout_s,
+                self.settings.turns.reply_timeout_s, self.settings.vad.frame_s,
+                self.down.delay_s,
             )  # fmt: skip
         self.turns.decide(start_s, end_s)
         return []
@@ -239,7 +237,6 @@ class ModelPartner:
             self.sender.frame_s, budget,
         )  # fmt: skip
         summary = {
-            **self.about,
             "client": self.partner.describe(),
             "limits": {"turns": self.limits.turns, "time_s": self.limits.time_s},
             "delay_s": {"to_model": round(self.up.delay_s, 6),

@@ -29,7 +29,7 @@ def pair(limits: PartnerLimits = TWO) -> PartnerTurns:
     model = Conversation(TurnSettings(hangover_s=0.3, max_reply_s=4.0, reply_timeout_s=1.0))
     partner = Conversation(TurnSettings(hangover_s=0.3, max_reply_s=4.0, reply_timeout_s=math.inf))
     model.set_context_end(1.0)
-    return PartnerTurns(partner, model, limits, DELAY, reply_timeout_s=1.0)
+    return PartnerTurns(partner, model, limits, DELAY, reply_timeout_s=1.0, back_s=0.1)
 
 
 def frames(turns: PartnerTurns, start_s: float, end_s: float) -> None:
@@ -97,13 +97,14 @@ def test_the_time_limit_ends_it_whatever_is_under_way():
     assert cut.to_dict()["why"] == "the partner model spoke (cut by the session's end)"
 
 
-def test_a_silent_partner_ends_it_a_reply_timeout_after_the_last_reply():
+def test_a_silent_partner_ends_it_a_reply_timeout_after_it_heard_the_last_reply():
     turns = pair()
     speak(turns.model, 1.2, 2.0)
-    frames(turns, 0.0, 3.3)
+    frames(turns, 0.0, 3.52)
     assert turns.model.turns[0].ended_at_s == pytest.approx(2.3)
-    assert not turns.finished(3.28)
-    assert turns.finished(3.3) and turns.end_reason == "partner-silent"
+    # heard 0.1 s later, it had 1 s to answer, which would be heard DELAY later
+    assert not turns.finished(3.50)
+    assert turns.finished(3.52) and turns.end_reason == "partner-silent"
 
 
 def test_a_partner_that_hung_up_ends_it_once_every_reply_is_over():
@@ -133,3 +134,16 @@ def test_settled_utterances_take_their_refined_ends_and_read_as_next_turns():
 def test_limits_are_checked(turns, time_s):
     with pytest.raises(ValueError, match="partner's"):
         PartnerLimits(turns, time_s)
+
+
+def test_the_last_speech_frame_of_an_utterance_its_protocol_ended_early_is_no_new_one():
+    turns = pair()
+    speak(turns.model, 1.2, 2.0)
+    speak(turns.partner, 2.5, 2.95)
+    frames(turns, 0.0, 2.96)
+    turns.partner.end_of_turn(2.955)  # its protocol: the utterance is over, mid-frame
+    frames(turns, 2.96, 2.98)
+    turns.partner.voiced(2.95, 2.96)  # the VAD's last, partial frame, decided after
+    frames(turns, 2.98, 4.0)
+    assert turns.partner.turns[1].start_s == pytest.approx(2.96)
+    assert turns.partner.turns[1].detector.onset_s is None and turns.opened == [1]
