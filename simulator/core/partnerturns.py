@@ -55,6 +55,7 @@ class Utterance:
     end_s: float  # where its relayed speech ends (refined); where the session ended, if cut
     cut: bool  # the session ended before the partner's tracker decided its end
     decided_s: float | None  # the model's frame that heard its end had been decided
+    given_end_s: float | None  # the end its turn was given then (on the VAD's frames)
     partner_onset_s: float  # its onset on the partner's own timeline
 
     def to_dict(self) -> dict[str, object]:
@@ -73,6 +74,7 @@ class Utterance:
             "clip_end_s": round(self.end_s, 6),
             "opens_turn": self.turn,
             "decided_s": None if self.decided_s is None else round(self.decided_s, 6),
+            "given_end_s": None if self.given_end_s is None else round(self.given_end_s, 6),
             "partner_onset_s": round(self.partner_onset_s, 6),
         }
 
@@ -100,7 +102,7 @@ class PartnerTurns:
         self.back_s = back_s  # how much later the partner hears the model
         partner.set_context_end(0.0)  # the partner listens from the start
         self.opened: list[int] = []  # the model's turn each utterance made, by utterance
-        self._decided: list[float] = []  # by utterance: the frame that gave its end
+        self._decided: list[tuple[float, float]] = []  # by utterance: (frame, end given)
         self.muted_from_s: float | None = None  # on the partner's timeline: past its turns
         self.closed = False  # the partner's stream ended: it says nothing more
         self.end_reason: str | None = None
@@ -133,7 +135,7 @@ class PartnerTurns:
                 break
             end = last + self.delay_s
             self.model.end_turn(self.opened[j], end, end)
-            self._decided.append(frame_start_s)
+            self._decided.append((frame_start_s, end))
             if j == self.limits.turns - 1:
                 self.muted_from_s = heard.ended_at_s
 
@@ -177,12 +179,13 @@ class PartnerTurns:
             turn = self.model.turns[k]
             onset = turn.start_s - self.delay_s
             if j < len(self._decided):
+                decided, given = self._decided[j]
                 refined = offset_of(j)
-                end = turn.end_s if refined is None else refined + self.delay_s
+                end = given if refined is None else refined + self.delay_s
                 self.model.end_turn(k, end, end)
-                out.append(Utterance(j, k, turn.start_s, end, False, self._decided[j], onset))
+                out.append(Utterance(j, k, turn.start_s, end, False, decided, given, onset))
             else:
                 last = self.partner.turns[j].detector.last_voiced_end_s
                 heard = end_s if last is None else min(end_s, last + self.delay_s)
-                out.append(Utterance(j, k, turn.start_s, heard, True, None, onset))
+                out.append(Utterance(j, k, turn.start_s, heard, True, None, None, onset))
         return out

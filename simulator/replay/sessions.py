@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from duplexsim.core.textable import render_table
 from duplexsim.replay.audit import TimingAudit, audit_bundle
 from duplexsim.session.engine import CONTEXT_RATE, SessionSettings, run_session
 from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
+from duplexsim.session.recordedpartner import RecordedPartner
 from duplexsim.session.useraudio import UserAudio
 
 __all__ = ["ReplayResult", "render_replay", "replay_run", "session_bundles"]
@@ -98,6 +100,8 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
         entries = [ScriptEntry.from_dict(step) for step in script]
         clips = await asyncio.to_thread(read_partner_clips, entries, settings.vad)
         user = PartnerAudio(context, clips, settings.turns)
+    elif meta.extra.get("partner_model"):  # a partner model: what it said, where it said it
+        user = await asyncio.to_thread(_recorded_partner, bundle, context, meta.outcome)
     outcome = await run_session(
         client, user, settings, window_start_s=sample.context_turn_start_s or 0.0
     )
@@ -115,6 +119,18 @@ async def replay_bundle(bundle: Path) -> ReplayResult:
         _summary(outcome.status, outcome.end_reason, replayed_timing),
         await asyncio.to_thread(audit_bundle, bundle, meta),
     )
+
+
+def _recorded_partner(
+    bundle: Path, context: NDArray[np.float32], outcome: Mapping[str, Any]
+) -> RecordedPartner:
+    try:
+        heard = read_audio(bundle / INPUT)
+    except InputError as exc:
+        raise ConfigError(f"{bundle}: cannot read what the model heard ({exc})") from None
+    steps = outcome.get("partner") or []
+    ended_by = (outcome.get("partner_model") or {}).get("ended_by")
+    return RecordedPartner(context, heard.samples, heard.sample_rate, steps, ended_by)
 
 
 def _turn_end_s(bundle: Path) -> float:

@@ -25,6 +25,7 @@ from duplexsim.core.extras import MissingExtra
 from duplexsim.core.partnerturns import PartnerLimits
 from duplexsim.core.turns import TurnSettings
 from duplexsim.profiles.profile import ModelProfile
+from duplexsim.replay.sessions import replay_run
 from duplexsim.report.data import build_report
 from duplexsim.run.partnerrun import PartnerOptions
 from duplexsim.run.runner import RunOptions, execute_run
@@ -128,6 +129,9 @@ async def test_a_conversation_of_turns_is_recorded_timed_and_shown(tmp_path):
     # each of the partner's turns is a next turn of the report's partner table
     (summary,) = build_report(tmp_path / "runs" / "r", None).partner
     assert (summary.task, summary.next_turns, summary.replied) == ("conversation", 3, 3)
+    # played again, what the model heard and the partner's turns where they were: the same
+    (replayed,) = await replay_run(tmp_path / "runs" / "r", [], concurrency=1)
+    assert replayed.agrees(tolerance_ms=1.0), replayed
     view = load_session(load_run(tmp_path / "runs" / "r"), "s0")
     assert [(p.kind, p.turn) for p in view.partner] == [("next_turn", k) for k in (1, 2, 3)]
     # the run knows its partner: resumed with another one, it refuses

@@ -17,6 +17,7 @@ from duplexsim.core.partnerturns import PartnerLimits
 from duplexsim.core.turns import TurnSettings
 from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
 from duplexsim.session.modelpartner import ModelPartner
+from duplexsim.session.recordedpartner import RecordedPartner
 from tests.helpers.sessions import RATE, SETTINGS, context
 from tests.helpers.virtualclock import ScriptedClient, run_virtual
 
@@ -210,3 +211,19 @@ class Unreachable(ScriptedClient):
 def test_a_partner_that_cannot_connect_fails_the_session_and_says_whose_it_was():
     out = session(echo(), Unreachable(make_behaviour("silent", RATE)), status="failed")
     assert out.error == "partner: connection refused" and out.retryable
+
+
+@pytest.mark.parametrize("limits", [PartnerLimits(turns=3), PartnerLimits(turns=5, time_s=3.5)])
+def test_played_again_from_what_the_model_heard_the_session_decides_the_same(limits):
+    out = session(echo(), examiner(lines=4), limits)
+    again = RecordedPartner(
+        context(1.0), out.sent, RATE, out.partner, out.partner_model["ended_by"]
+    )
+    replayed = run_virtual(run_session(echo(), again, SETTINGS))
+    # the same to the microsecond the recording keeps its times to
+    assert replayed.turns == [
+        {k: pytest.approx(v, abs=2e-6) if isinstance(v, float) else v for k, v in t.items()}
+        for t in out.turns
+    ]
+    assert replayed.partner == out.partner
+    assert replayed.sent.size == out.sent.size and replayed.truncated == out.truncated
