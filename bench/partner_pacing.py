@@ -173,7 +173,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             rounds.append(pair)
     ratios = [p["ratio"] for p in rounds]
     return {
-        "args": vars(args),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "cpus": os.cpu_count(),
         "rounds": rounds,
         "ratio_median": round(statistics.median(ratios), 3),
