@@ -50,7 +50,11 @@ class UserAudio(Protocol):
     # it reacts to the model (a partner): the session keeps the model's speech decided up to
     # each frame for it, and asks it before each frame
     listening: bool
-    end_reason: str | None  # why the user ended the session, where it did (a partner's limit)
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the user ended the session, where it did (a partner model's limits)."""
+        ...
 
     def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         """Before the frame [start_s, end_s) is built: what the user decides, seeing the model's
