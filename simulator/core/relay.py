@@ -2,12 +2,14 @@
 (pure: no clock, no I/O; the session calls it once per frame, in order).
 
 Frame k of the listening side spans [k F, (k + 1) F) of the timeline and holds the speaking side's
-audio from ``delay_s`` earlier: one frame, the bridge and, between two rates, the resampler's
-look-ahead. It is sent once the frame before it is over, and by then that audio is final
-(``OutputTrack`` places a chunk that comes late at most ``bridge_s`` before its arrival, never
-behind what it placed before). Between rates each output sample is a windowed sinc centred on its
-own instant in the source (no phase delay: the look-ahead is read from audio already final), so
-audio at t on the speaking side's timeline is heard at t + ``delay_s``, exact to the sample.
+audio from ``delay_s`` earlier: two frames, the bridge and, between two rates, the resampler's
+look-ahead. It is built a frame before it is due (so at its due time it only goes out, as a
+context's frame does), once the frame before that is over, and by then the audio it holds is
+final (``OutputTrack`` places a chunk that comes late at most ``bridge_s`` before its arrival,
+never behind what it placed before). Between rates each output sample is a windowed sinc centred
+on its own instant in the source (no phase delay: the look-ahead is read from audio already
+final), so audio at t on the speaking side's timeline is heard at t + ``delay_s``, exact to the
+sample.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class Relay:
         self.frame_s = frame_s
         ahead = 0 if src_rate == dst_rate else HALF_TAPS
         # in whole source samples: every output sample then falls on the same kernel phases
-        self.lag = math.ceil((frame_s + bridge_s) * src_rate - 1e-6) + ahead
+        self.lag = math.ceil((2 * frame_s + bridge_s) * src_rate - 1e-6) + ahead
         g = math.gcd(src_rate, dst_rate)
         self._up, self._down = dst_rate // g, src_rate // g  # output i is at source i*down/up
         self._bank = None if ahead == 0 else _kernels(self._up, self._down)

@@ -262,6 +262,8 @@ class _Session:
                 if not self.done:
                     raise
                 break
+            if self.user.listening:
+                await self.user.frame_sent(n)  # a partner model's frame goes right after
             n = self.sender.frames_sent
             if self.turn_frames is None and self.user.turn_over(n):
                 await self._end_turn(n)

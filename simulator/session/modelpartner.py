@@ -3,12 +3,12 @@
 The sample's context opens the conversation as in every session (turn 0); from then on the
 partner model, connected beside the model under test on the same loop and clock, hears the model
 and is heard by it, both live: once per frame, one frame each way. Frame n of the model's input
-is the context's frame n (silence after it) with the partner's audio relayed into it, frame n-1
-of the partner's input is the model's audio (``core.relay``: each side hears the other one frame
-and the bridge later, once that audio is final, exact to the sample). The partner's frame goes
-out right after the model's frame before it (its own sends timed against the same schedule and
-checked against the budget); the model's frame waits for its due time, reads what the partner
-sent by then, and goes out.
+is the context's frame n (silence after it) with the partner's audio relayed into it; frame n of
+the partner's input is the model's audio (``core.relay``: each side hears the other two frames
+and the bridge later, exact to the sample). Both are built a frame ahead, from what each side
+had sent by then, so at the due time they only go out, one right after the other: the model's,
+then the partner's (its own sends timed against the same schedule and checked against the
+budget).
 
 The partner's own reply tracker decides its utterances, and each one becomes a user turn of the
 model's conversation (``core.partnerturns``), so every turn's reply is measured as a partner
@@ -18,7 +18,6 @@ other side's tracker ends them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 from collections.abc import Iterator
@@ -34,7 +33,6 @@ from duplexsim.core.records import EventRecords
 from duplexsim.core.redact import redact
 from duplexsim.core.relay import Relay
 from duplexsim.core.replytracker import ReplyTracker
-from duplexsim.core.timeline import Schedule
 from duplexsim.core.timing import TimingBudget, check_timing
 from duplexsim.core.turns import TurnSettings
 from duplexsim.session.engine import SessionSettings
@@ -76,6 +74,7 @@ class ModelPartner:
         self._sent = np.zeros(0, dtype=np.float32)
         self._frames_sent = 0
         self._commits = [0, 0]  # turns committed: the model's (utterances), the partner's
+        self._outgoing: FloatArray | None = None  # the partner's next frame, built
 
     @property
     def end_reason(self) -> str | None:
@@ -86,7 +85,6 @@ class ModelPartner:
         self.client, self.frame_len = client, frame_len
         self.clock = client.clock  # one clock: the session's, as it handed it to the model
         frame_s = frame_len / rate
-        self.schedule = Schedule(frame_s)
         caps, s = self.partner.capabilities, self.settings
         self.partner.use_clock(self.clock)
         self.sender = Sender(self.partner, frame_s, self.clock, self.records)
@@ -103,6 +101,8 @@ class ModelPartner:
         self.up = Relay(caps.output_rate, rate, frame_s, s.bridge_s)  # partner -> model
         out_rate = client.capabilities.output_rate
         self.down = Relay(out_rate, caps.input_rate, frame_s, s.bridge_s)  # model -> partner
+        # whose turns must be committed, once the other side's tracker has ended them
+        self._commit = (client.capabilities.manual_commit, caps.manual_commit)
 
     async def start(self) -> None:
         """The partner connects once the model has (T0 is taken after both)."""
@@ -134,15 +134,13 @@ class ModelPartner:
         return self.turns is not None and self.turns.finished(now_s)
 
     async def frame(self, n: int) -> Frame:
-        """The model's frame ``n``: first the partner's frame before it (what the model said),
-        then, at the frame's due time, what the partner said by then."""
-        if n > 0:
-            await self._to_partner(n - 1)
-        delay = self.sender.t0 + self.schedule.due(n) - self.clock()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        """The model's frame ``n``, built a frame ahead: the context's, with what the partner
+        said by now relayed into it; and the partner's frame ``n`` (what the model said), which
+        goes out right after it (``frame_sent``)."""
+        assert self._model is not None
         self._from_partner()
         await self._commit_model_turns()
+        self._outgoing = self.down.frame(n, self._model.track)
         chunk, message = await self.context.frame(n)
         muted = None if self.turns is None else self.turns.muted_from_s
         voice = self.up.frame(n, self.tracker.track, muted)
@@ -151,15 +149,14 @@ class ModelPartner:
         self._keep(n, chunk)
         return chunk, message
 
-    async def _to_partner(self, k: int) -> None:
-        """The partner's frame ``k``: the model's audio, ``down.delay_s`` later."""
-        assert self._model is not None
-        voice = self.down.frame(k, self._model.track)
-        if self.turns is not None and self.turns.closed:
+    async def frame_sent(self, n: int) -> None:
+        """The model's frame ``n`` went out: the partner's goes right after it."""
+        voice, self._outgoing = self._outgoing, None
+        if voice is None or (self.turns is not None and self.turns.closed):
             return  # it said goodbye: nothing more goes to it
         with self._as_partner():
             try:
-                sent = await self.sender.send(k, voice, None)
+                sent = await self.sender.send(n, voice, None)
             except SessionError:
                 self._from_partner()  # a close after its last words ends it well
                 if self.turns is None or not self.turns.closed:
@@ -182,7 +179,7 @@ class ModelPartner:
 
     async def _commit_model_turns(self) -> None:
         """Each utterance over is a turn the model must be told of, where it needs that."""
-        if self.turns is None or not self.client.capabilities.manual_commit:
+        if self.turns is None or not self._commit[0]:
             return
         while self._commits[0] < self.turns.ended:
             self._commits[0] += 1
@@ -190,7 +187,7 @@ class ModelPartner:
 
     async def _commit_partner_turns(self) -> None:
         """Each reply of the model's that is over is a turn the partner must be told of."""
-        if self._model is None or not self.partner.capabilities.manual_commit:
+        if self._model is None or not self._commit[1]:
             return
         over = sum(t.ended_at_s is not None for t in self._model.replies.turns)
         while self._commits[1] < over:

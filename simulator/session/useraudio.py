@@ -78,6 +78,10 @@ class UserAudio(Protocol):
         """Frame ``n``; waits for a live source's."""
         ...
 
+    async def frame_sent(self, n: int) -> None:
+        """Frame ``n`` went out (asked of a user who listens: a partner model's own frame goes
+        right after it)."""
+
     def turn_over(self, frames_sent: int) -> bool:
         """Whether the user's turn is over once ``frames_sent`` frames are out."""
         ...
@@ -111,6 +115,9 @@ class OneModel:
     end_reason: str | None = None
 
     def timeline_started(self, t0: float) -> None:
+        return None
+
+    async def frame_sent(self, n: int) -> None:
         return None
 
     def settle(self, replies: ReplyTracker, end_s: float) -> list[dict[str, Any]]:

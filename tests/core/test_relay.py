@@ -19,14 +19,14 @@ def relayed(relay: Relay, source: OutputTrack, frames: int, **kw: float) -> np.n
     return np.concatenate([relay.frame(k, source, **kw) for k in range(frames)])
 
 
-def test_at_one_rate_frame_k_holds_the_source_a_frame_and_the_bridge_earlier():
+def test_at_one_rate_frame_k_holds_the_source_two_frames_and_the_bridge_earlier():
     x = np.arange(1, 16001, dtype=np.float32) / 16000  # every sample tells where it was
     relay = Relay(16000, 16000, 0.02, 0.1)
-    assert relay.lag == 1920 and relay.delay_s == 0.12
+    assert relay.lag == 2240 and relay.delay_s == 0.14
     out = relayed(relay, track(16000, x), 50)
     assert out.size == 50 * 320
-    assert not out[:1920].any()
-    assert np.array_equal(out[1920:16000], x[: 16000 - 1920])
+    assert not out[:2240].any()
+    assert np.array_equal(out[2240:16000], x[: 16000 - 2240])
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_between_rates_a_click_is_heard_exactly_the_delay_later(src, dst, frame_
     relay = Relay(src, dst, frame_s, 0.1)
     frames = round(2.4 / frame_s)
     out = relayed(relay, track(src, x), frames)
-    assert relay.lag == round((frame_s + 0.1) * src) + 32  # and the kernel's look-ahead
+    assert relay.lag == round((2 * frame_s + 0.1) * src) + 32  # and the kernel's look-ahead
     assert out.size == round(frames * frame_s * dst)  # whole frames, every one
     assert int(np.argmax(np.abs(out))) == round((1.0 + relay.delay_s) * dst)
 
@@ -59,7 +59,7 @@ def test_between_rates_a_tone_below_both_nyquists_passes_and_silence_stays_silen
 def test_audio_from_where_it_is_muted_on_is_not_relayed():
     x = np.ones(16000, np.float32)
     out = relayed(Relay(16000, 16000, 0.02, 0.0), track(16000, x), 50, muted_from_s=0.5)
-    assert out[320:8320].all() and not out[8320:].any()  # a frame late, as everything
+    assert out[640:8640].all() and not out[8640:].any()  # two frames late, as everything
 
 
 def test_frames_come_in_order():

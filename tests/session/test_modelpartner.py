@@ -1,5 +1,5 @@
 """Another model as the user, on the virtual clock, exact to the sample: a scripted examiner on one
-side and an echo under test on the other, each hearing the other one frame and the bridge later;
+side and an echo under test on the other, each hearing the other two frames and the bridge later;
 the partner's turns and the model's replies alternate without drift; the turn and time limits
 end the session; the partner's own timing counts."""
 
@@ -22,7 +22,7 @@ from tests.helpers.sessions import RATE, SETTINGS, context
 from tests.helpers.virtualclock import ScriptedClient, run_virtual
 
 SAMPLE = 1 / RATE
-DELAY = 0.02 + 0.1  # a frame and the bridge
+DELAY = 2 * 0.02 + 0.1  # two frames (built one ahead) and the bridge
 LINE = synthetic_voice(RATE, 0.8, f0=200.0)
 LIMITS = PartnerLimits()
 
@@ -89,12 +89,12 @@ def test_a_conversation_records_both_sides_and_what_the_partner_was():
     out = session(echo(), examiner(lines=2), PartnerLimits(turns=2))
     model = out.partner_model
     assert model["client"]["protocol"] == "scripted" and model["utterances"] == 2
-    assert model["delay_s"] == {"to_model": 0.12, "to_partner": 0.12}
+    assert model["delay_s"] == {"to_model": 0.14, "to_partner": 0.14}
     assert model["limits"] == {"turns": 2, "time_s": 60.0}
     sends = [e for e in out.events if e["dir"] == "send"]
     partner_sends = [e for e in out.events if e["dir"] == "partner-send"]
-    assert len(partner_sends) == len(sends) - 1  # the partner's frame n-1 goes after frame n
-    assert [e["n"] for e in partner_sends] == list(range(len(partner_sends)))
+    assert len(partner_sends) == len(sends)  # each frame, one each way
+    assert [e["n"] for e in partner_sends] == [e["n"] for e in sends]
     assert all(e["t"] == e["due"] for e in partner_sends)  # on its schedule (virtual clock)
     assert any(e["dir"] == "partner-recv" and e["kind"] == "audio" for e in out.events)
     steps = [e for e in out.events if e["kind"] == "partner"]
@@ -186,7 +186,8 @@ def test_a_model_that_needs_commits_gets_one_per_turn_once_it_is_over():
     out = session(model, examiner(lines=2), PartnerLimits(turns=2))
     assert len(model.commits) == 3  # the context's, and each utterance's
     for commit, step in zip(model.commits[1:], out.partner, strict=True):
-        assert step["decided_s"] <= commit <= step["decided_s"] + 0.02
+        # told as the frame that heard the end is built, a frame ahead of it
+        assert commit == pytest.approx(step["decided_s"] - 0.02)
 
 
 class SlowPartner(ScriptedClient):
