@@ -18,7 +18,12 @@ with other work loads both arms alike:
 Per arm: this process's CPU (``process_time``) per frame tick (a two-model tick is a frame each
 way; a one-way tick one frame), the fakes' CPU, and each direction's send error against its
 schedule. The figure of interest is the ratio: CPU per two-model tick / (2 x CPU per one-way
-tick). The load average is read before and after every batch. Results: docs/performance.md.
+tick). The load average is read before and after every batch.
+
+Then the sessions' own logic alone (``--logic-rounds``, 0 to skip): one session of each kind on
+the virtual clock (no sockets, no waiting: every tick is work), against models that answer each
+frame from a tape (1 s of speech every 3 s, no work of their own), alternately: the same ratio
+without the transport's cost. Results: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ from typing import Any
 import numpy as np
 import session_pacing as sp
 
-from duplexsim.clients.base import ClientConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from duplexsim.clients.base import AudioOut, ClientConfig
+from duplexsim.clients.fakekit.behaviours import make_behaviour
 from duplexsim.clients.pcm_ws.client import PcmWsClient
 from duplexsim.core.partnerturns import PartnerLimits
 from duplexsim.core.timing import speech_end
@@ -46,6 +54,7 @@ from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.session import eventloop
 from duplexsim.session.engine import CONTEXT_RATE, SessionOutcome, SessionSettings, run_session
 from duplexsim.session.modelpartner import ModelPartner
+from tests.helpers.virtualclock import ScriptedClient, run_virtual
 
 FRAME_S = 0.02
 SETTINGS = SessionSettings(
@@ -182,6 +191,48 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+class Tape(ScriptedClient):
+    """A model that answers each frame with its tape's next frame (1 s of speech every 3 s,
+    from ``offset`` samples in) and sends nothing while the tape is silent."""
+
+    def __init__(self, offset: int = 0) -> None:
+        super().__init__(make_behaviour("silent", CONTEXT_RATE), continuous=False)
+        self.tape = turns_context(3.0)
+        self.pos = offset
+
+    async def send_audio(self, samples: np.ndarray) -> None:
+        at = np.arange(self.pos, self.pos + samples.size) % self.tape.size
+        self.pos += samples.size
+        out = self.tape[at]
+        if out.any():
+            self._queue.append(AudioOut(out, self.clock()))
+
+
+def logic(seconds: float, rounds: int) -> list[dict[str, Any]]:
+    """CPU per tick of each kind of session alone, on the virtual clock, round by round."""
+    out = []
+    for r in range(rounds):
+        cpu: dict[str, float] = {}
+        for arm in ("two-model", "one-way") if r % 2 == 0 else ("one-way", "two-model"):
+            if arm == "one-way":
+                run = run_session(Tape(), sp.silence(seconds), SETTINGS, speech_end_s=0.1)
+            else:
+                limits = PartnerLimits(turns=1000, time_s=seconds)
+                user = ModelPartner(sp.silence(0.1), Tape(24000), limits, SETTINGS)
+                run = run_session(Tape(), user, SETTINGS, speech_end_s=0.1)
+            t0 = time.process_time()
+            outcome = run_virtual(run)
+            cpu[arm] = 1e6 * (time.process_time() - t0) / outcome.send.frames
+        out.append(
+            {
+                "two_model_us": round(cpu["two-model"], 1),
+                "one_way_us": round(cpu["one-way"], 1),
+                "ratio": round(cpu["two-model"] / (2 * cpu["one-way"]), 3),
+            }
+        )
+    return out
+
+
 def table(result: dict[str, Any]) -> str:
     lines = [
         "| round | arm | sessions | valid | ticks | CPU/tick (us) | fakes CPU/tick (us) "
@@ -206,6 +257,16 @@ def table(result: dict[str, Any]) -> str:
         f" (range {result['ratio_range'][0]} to {result['ratio_range'][1]}); the fakes' "
         f"{result['fakes_ratio_median']}"
     )
+    if result["logic"]:
+        lines += [
+            "\nThe sessions' logic alone (virtual clock, taped models):\n",
+            "| round | two-model CPU/tick (us) | one-way CPU/tick (us) | ratio |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r} | {x['two_model_us']} | {x['one_way_us']} | **{x['ratio']}** |"
+            for r, x in enumerate(result["logic"], start=1)
+        ]
     return "\n".join(lines)
 
 
@@ -214,9 +275,12 @@ def main() -> int:
     p.add_argument("--sessions", type=int, default=10, help="two-model sessions per round")
     p.add_argument("--seconds", type=float, default=10.0, help="how long each session talks")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--logic-rounds", type=int, default=6, help="rounds of the logic alone")
     p.add_argument("--out", type=Path, help="write every figure as JSON")
     args = p.parse_args()
     result = eventloop.run(main_async(args))
+    result["logic"] = logic(30.0, args.logic_rounds)
+    result["load_end"] = [round(x, 2) for x in os.getloadavg()]
     print(table(result))
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2))
