@@ -45,8 +45,10 @@ def export_fdb(run_dir: Path, out: Path) -> FdbExport:
         if context is None:
             skipped[row.sample_id] = "a live session: no input file"
             continue
-        # a partner's session: the model heard the context and its clips (the bundle's input)
-        given = folder / INPUT if meta.extra.get("partner") else Path(context)
+        # a partner's session: the model heard the context and the partner's clips or its voice
+        # (the bundle's input)
+        heard = meta.extra.get("partner") or meta.extra.get("partner_model")
+        given = folder / INPUT if heard else Path(context)
         _write_pair(given, folder / OUTPUT, out / row.sample_id)
         v15 = exported_metadata(meta, Path(context))
         if v15 is not None:

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
@@ -19,11 +20,13 @@ from duplexsim.clients.registry import (
     fake_server_factory,
     server_protocols,
 )
+from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.extras import MissingExtra
 from duplexsim.core.partnerturns import PartnerLimits
 from duplexsim.core.turns import TurnSettings
+from duplexsim.export.fdb import export_fdb
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.replay.sessions import replay_run
 from duplexsim.report.data import build_report
@@ -132,6 +135,10 @@ async def test_a_conversation_of_turns_is_recorded_timed_and_shown(tmp_path):
     # played again, what the model heard and the partner's turns where they were: the same
     (replayed,) = await replay_run(tmp_path / "runs" / "r", [], concurrency=1)
     assert replayed.agrees(tolerance_ms=1.0), replayed
+    # exported as Full-Duplex-Bench reads it: the input is what the model heard, partner and all
+    export_fdb(tmp_path / "runs" / "r", tmp_path / "fdb")
+    exported = read_audio(tmp_path / "fdb" / "s0" / "input.wav").samples
+    assert np.array_equal(exported, read_audio(bundle / "input.wav").samples)
     view = load_session(load_run(tmp_path / "runs" / "r"), "s0")
     assert [(p.kind, p.turn) for p in view.partner] == [("next_turn", k) for k in (1, 2, 3)]
     # the run knows its partner: resumed with another one, it refuses
