@@ -283,6 +283,13 @@ class _Session:
             self.partner_events.append(event)
             self.log(self.clock() - self.t0, "user", "partner", **event)
 
+    async def settle_user(self) -> None:
+        """Streaming is over: what the user knows only now (a partner model's utterances), off
+        the loop, recorded as its decisions are."""
+        for event in await asyncio.to_thread(self.user.settle, self.tracker, self.sender.media_s()):
+            self.partner_events.append(event)
+            self.log(self.clock() - self.t0, "user", "partner", **event)
+
     def turn_records(
         self, speech_end_s: float | None, output: NDArray[np.float32]
     ) -> list[dict[str, Any]]:
@@ -378,9 +385,7 @@ async def run_session(
         if truncated is None and s.tracker.onset_s is not None and s.tracker.ended is None:
             truncated = s.user.end_reason  # a reply the user's own limit cut
     if error is None and s.user.listening:
-        for event in await asyncio.to_thread(s.user.settle, s.tracker, s.sender.media_s()):
-            s.partner_events.append(event)
-            s.log(s.clock() - s.t0, "user", "partner", **event)
+        await s.settle_user()
     outcome = _outcome(s, sent, output, timing, error, truncated, wall_s, window)
     if error is None and s.user.listening:
         outcome.turns = s.turn_records(speech_end_s, output)
