@@ -168,6 +168,9 @@ class DuplexClient(ABC):
     protocol: ClassVar[str]
     pollable: ClassVar[bool] = False  # offers poll_events (else events() only)
     metering: ClassVar[Metering] = Metering()  # how its provider meters a session
+    # the option that holds the model's system prompt or instructions (None: it takes none), where
+    # a session gives them (a partner model's, ``run --partner``)
+    instructions_option: ClassVar[str | None] = None
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config

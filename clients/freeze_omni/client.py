@@ -53,6 +53,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 class FreezeOmniClient(WebSocketClient):
     protocol = "freeze-omni"
+    instructions_option = "prompt"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

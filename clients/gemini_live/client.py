@@ -46,6 +46,7 @@ class GeminiLiveClient(WebSocketClient):
     # usageMetadata with each turn; "Gemini represents each second of audio as 32 tokens"
     # (ai.google.dev, Understand and count tokens), input and output alike
     metering = Metering("per-turn", 32.0, "context", 32.0)
+    instructions_option = "system_instruction"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

@@ -53,6 +53,7 @@ def _checked(options: Mapping[str, Any]) -> Mapping[str, Any]:
 class HumeEviClient(WebSocketClient):
     protocol = "hume-evi"
     metering = Metering("none")  # billed by the connected minute; no usage message on the wire
+    instructions_option = "system_prompt"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

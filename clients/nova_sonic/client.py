@@ -94,6 +94,7 @@ def _settings(voice: str | None, options: Mapping[str, Any]) -> SonicSettings:
 
 class NovaSonicClient(DuplexClient):
     protocol = "nova-sonic"
+    instructions_option = "system_prompt"
     pollable = True
     # usageEvent: running totals of speech and text tokens; billed per token, everything
     # streamed counted as input (the silence after the context too); AWS publishes no rate

@@ -36,6 +36,7 @@ FRAME_MS = 20  # 960 bytes of PCM, 1.3 kB of JSON: small chunks keep server VAD 
 class OpenAIRealtimeClient(WebSocketClient):
     max_message = 2**24  # a session.updated with tools can be large
     protocol = "openai-realtime"
+    instructions_option = "instructions"
     dialect: ClassVar[dialects.Dialect] = dialects.OPENAI
     metering = dialects.OPENAI.metering
 

@@ -74,6 +74,7 @@ CODEC_DELAY_S = 2 * ENCODER_DELAY_S  # 0.013: Opus lookahead, client->server and
 class OpenAIWebRTCClient(DuplexClient):
     protocol = "openai-webrtc"
     metering = OPENAI.metering  # the same models and billing as over WebSocket
+    instructions_option = "instructions"
 
     def __init__(self, config: ClientConfig) -> None:
         super().__init__(config)

@@ -18,6 +18,7 @@ from duplexsim.cli.spending import add_spending_arguments, check_spending
 from duplexsim.cli.talk_cmd import add_audio_arguments, add_stall_argument, audio_options
 from duplexsim.core.benchmark import Benchmark, load_benchmark
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.partnerturns import PartnerLimits
 from duplexsim.core.provenance import run_label
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import TimingBudget
@@ -25,6 +26,7 @@ from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import VadConfig
 from duplexsim.profiles.profile import ModelProfile, resolve_model
 from duplexsim.run.budget import BudgetReached
+from duplexsim.run.partnerrun import PartnerOptions
 from duplexsim.run.runner import RunOptions, default_run_id, execute_run, parse_shard
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.run.summary import render_summaries, summarise_rows
@@ -132,10 +134,83 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="play sessions (user and model mixed) on the output device while they run: "
         "one at a time, the first to start, then the next to start after it",
     )
+    add_partner_arguments(p)
     add_session_arguments(p)
     add_spending_arguments(p)
     add_audio_arguments(p, latency_ms=150)
     p.set_defaults(func=_run)
+
+
+def add_partner_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("another model as the user")
+    g.add_argument(
+        "--partner",
+        metavar="PROFILE",
+        help="a second model plays the user, live: profile.toml, a built-in profile, "
+        "fake:BEHAVIOUR[@PROTOCOL] or ws://URL; the sample's context opens the conversation, "
+        "then each hears the other as it speaks and each of the partner's utterances is a turn",
+    )
+    g.add_argument(
+        "--partner-instructions",
+        type=Path,
+        metavar="FILE",
+        help="the partner's system prompt for samples that carry none of their own "
+        "(partner_instructions in the manifest)",
+    )
+    g.add_argument(
+        "--partner-turns",
+        type=int,
+        help=f"the partner's utterances played to the model (default {PartnerLimits.turns})",
+    )
+    g.add_argument(
+        "--partner-time-s",
+        type=float,
+        help=f"the longest a session lasts, in seconds (default {PartnerLimits.time_s:g})",
+    )
+
+
+def partner_options(args: argparse.Namespace) -> PartnerOptions | None:
+    """``--partner`` and its settings (None: the user is the sample's audio)."""
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("partner_instructions", "partner_turns", "partner_time_s")
+        if getattr(args, name) is not None
+    ]
+    if args.partner is None:
+        if given:
+            raise ConfigError(f"{given[0]} needs --partner")
+        return None
+    defaults = PartnerLimits()
+    try:
+        limits = PartnerLimits(
+            defaults.turns if args.partner_turns is None else args.partner_turns,
+            defaults.time_s if args.partner_time_s is None else args.partner_time_s,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--partner: {exc}") from None
+    path = args.partner_instructions
+    return PartnerOptions(
+        profile=resolve_model(args.partner),
+        limits=limits,
+        instructions=None if path is None else _instructions(path),
+        instructions_source=None if path is None else str(path),
+    )
+
+
+def _instructions(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot read the partner's instructions ({exc.strerror})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: the partner's instructions are not UTF-8 (byte {exc.start})"
+        ) from None
+    if not text.strip():
+        raise ConfigError(f"{path}: the partner's instructions are empty")
+    return text
 
 
 def session_settings(args: argparse.Namespace) -> SessionSettings:
@@ -210,6 +285,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.sample or args.limit is not None:
         chosen = tuple(select_samples([s.id for s in bench], args.sample, args.limit))
     opts = run_options(args, args.run_id or default_run_id(profile), shard, chosen)
+    opts = dataclasses.replace(opts, partner=partner_options(args))
     check_spending(args, bench, profile, opts)
     if opts.retry_imprecise and profile.endpoint == "hosted":
         print(

@@ -20,7 +20,14 @@ from duplexsim.core.errors import AudioFileError, BenchmarkError, Problem
 from duplexsim.core.names import NAME
 from duplexsim.core.partnerfield import ScriptEntry, parse_partner
 
-__all__ = ["MANIFEST_NAME", "Benchmark", "Sample", "load_benchmark", "resolve_manifest"]
+__all__ = [
+    "MANIFEST_NAME",
+    "Benchmark",
+    "Sample",
+    "compose_instructions",
+    "load_benchmark",
+    "resolve_manifest",
+]
 
 MANIFEST_NAME = "manifest.jsonl"
 AudioCheck = Literal["none", "header", "full"]
@@ -40,8 +47,16 @@ _OPTIONAL = (
     "reference_scores",
     "meta",
     "partner",
+    "partner_instructions",
 )
 _TASK = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+MAX_INSTRUCTIONS = 100_000  # characters of a partner model's instructions
+
+
+def compose_instructions(system: str, task: str | None) -> str:
+    """A partner's instructions from a system prompt and a task prompt, as Full-Duplex-Bench v2
+    gives its examiner both: one text, the task after a blank line."""
+    return system if not task else f"{system}\n\n{task}"
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,8 @@ class Sample:
     reference_duration_s: float | None = None
     # a reactive partner script (``core.partnerfield``): the user's side reacts to the model
     partner: tuple[ScriptEntry, ...] = ()
+    # what a partner model is told to be (``run --partner``): its system prompt, as given
+    partner_instructions: str | None = None
 
     @property
     def audio(self) -> tuple[Path, ...]:
@@ -183,6 +200,7 @@ class _LineParser:
         if not isinstance(meta, dict):
             self.problem("meta", f"expected an object, got {_kind(meta)}")
         partner = parse_partner(obj["partner"], self) if "partner" in obj else ()
+        instructions = self._instructions(obj)
         if context and turn_start is not None and turn_start > context[1].duration_s:
             self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
         if not self.ok:
@@ -206,6 +224,7 @@ class _LineParser:
             if reference and reference[1].frames
             else None,
             partner=partner or (),
+            partner_instructions=instructions,
         )
 
     # the checks ``parse_partner`` applies to a step's values, reported under ``label``
@@ -326,6 +345,39 @@ class _LineParser:
             self.problem(name, str(exc))
             return None
         return path, info
+
+    def _instructions(self, obj: dict[str, Any]) -> str | None:
+        """A partner model's instructions: a string, or Full-Duplex-Bench v2's examiner prompts
+        ``{"system": ..., "task": ...}``, joined as its runner joins them."""
+        name = "partner_instructions"
+        value = obj.get(name)
+        if name not in obj:
+            return None
+        if isinstance(value, dict):
+            value = self._examiner_prompts(value)
+            if value is None:
+                return None
+        if not isinstance(value, str):
+            self.problem(name, f"expected a string or an object, got {_kind(value)}")
+        elif not value.strip():
+            self.problem(name, "is empty")
+        elif len(value) > MAX_INSTRUCTIONS:
+            self.problem(name, f"{len(value)} characters; at most {MAX_INSTRUCTIONS}")
+        else:
+            return value
+        return None
+
+    def _examiner_prompts(self, value: dict[str, Any]) -> str | None:
+        unknown = sorted(set(value) - {"system", "task"})
+        system, task = value.get("system"), value.get("task")
+        if unknown or not isinstance(system, str) or not isinstance(task, str | None):
+            extra = f" (unknown: {', '.join(unknown)})" if unknown else ""
+            self.problem(
+                "partner_instructions",
+                f"expected an object with a 'system' string and an optional 'task' string{extra}",
+            )
+            return None
+        return compose_instructions(system, task)
 
     def _scores(self, obj: dict[str, Any]) -> dict[str, dict[str, float]]:
         value = obj.get("reference_scores")

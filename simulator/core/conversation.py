@@ -91,8 +91,16 @@ class Conversation:
 
     def set_context_end(self, end_s: float) -> None:
         """The context's last frame is sent: turn 0's user audio ends here."""
-        self.turns[0].end_s = end_s
-        self.first.context_end_s = end_s
+        self.end_turn(0, end_s)
+
+    def end_turn(self, k: int, end_s: float, speech_end_s: float | None = None) -> None:
+        """User turn ``k``'s audio ends at ``end_s`` (a turn opened before its end was known: the
+        context, a partner model's utterance); its reply cannot end, nor time out, before."""
+        turn = self.turns[k]
+        turn.end_s = end_s
+        turn.detector.context_end_s = end_s
+        if speech_end_s is not None:
+            turn.speech_end_s = speech_end_s
 
     def open_turn(self, start_s: float, end_s: float, speech_end_s: float | None = None) -> int:
         """A user turn from ``start_s`` to ``end_s``; the replies still open are talked over."""

@@ -12,7 +12,7 @@ import math
 from array import array
 from typing import Any
 
-__all__ = ["EventRecords"]
+__all__ = ["EventRecords", "merged_log"]
 
 
 class EventRecords:
@@ -92,19 +92,31 @@ class EventRecords:
             )
         ]
 
-    def log(self) -> list[dict[str, Any]]:
+    def log(self, side: str = "") -> list[dict[str, Any]]:
         """Every event, sends and received audio included, in time order (ties in arrival
-        order: a message read together with audio keeps its place among the chunks)."""
+        order: a message read together with audio keeps its place among the chunks). ``side``
+        prefixes the audio's directions (a partner model's: ``partner-send``, ``partner-recv``)."""
+        return [e for _, _, e in self._log(side)]
+
+    def _log(self, side: str) -> list[tuple[float, float, dict[str, Any]]]:
+        send, recv = f"{side}send", f"{side}recv"
         sends = [
-            (t, -1.0, {"t": round(t, 6), "dir": "send", "kind": "audio", "n": n,
+            (t, -1.0, {"t": round(t, 6), "dir": send, "kind": "audio", "n": n,
                        "due": round(due, 6), "woke": round(w, 6), "samples": k})
             for (n, t, due, k), w in zip(self.sends, self.send_woke, strict=True)
         ]  # fmt: skip
         audio = [
-            (t, float(i), {"t": round(t, 6), "dir": "recv", "kind": "audio", "samples": k,
+            (t, float(i), {"t": round(t, 6), "dir": recv, "kind": "audio", "samples": k,
                            "placed_s": round(placed, 6), "offset_s": offset, "silent": silent})
             for i, (t, k, placed, offset, silent) in enumerate(self.received)
         ]  # fmt: skip
         others = [(t, before - 0.5, e) for before, t, e in self.logged]
-        merged = sorted([*sends, *audio, *others], key=lambda item: (item[0], item[1]))
-        return [e for _, _, e in merged]
+        return sorted([*sends, *audio, *others], key=lambda item: (item[0], item[1]))
+
+
+def merged_log(*sides: tuple[EventRecords, str]) -> list[dict[str, Any]]:
+    """The events of several sides of one session (each with its direction prefix), in time
+    order; at one instant the first side's come first."""
+    rows = [(t, i, order, e) for i, (r, side) in enumerate(sides) for t, order, e in r._log(side)]
+    rows.sort(key=lambda row: (row[0], row[1], row[2]))
+    return [e for *_, e in rows]

@@ -64,8 +64,10 @@ def _export_session(run: RunFolder, bench: RunBenchmark, sample_id: str, out: Pa
     if meta.sample.context is None:
         return "a live session: no input file"
     context = bench.audio(meta.sample.context, f"{folder / META}: field 'sample.context'")
-    # a partner's session: the model heard the context and its clips (the bundle's input)
-    given = run.file(folder, INPUT) if meta.extra.get("partner") else context
+    # a partner's session: the model heard the context and the partner's clips or its voice
+    # (the bundle's input)
+    heard = meta.extra.get("partner") or meta.extra.get("partner_model")
+    given = run.file(folder, INPUT) if heard else context
     output = run.file(folder, OUTPUT)
     if context is None or given is None or output is None:
         return f"{INPUT} or {OUTPUT} not recorded"

@@ -31,6 +31,7 @@ from duplexsim.core.textable import render_table
 from duplexsim.replay.audit import TimingAudit, audit_bundle
 from duplexsim.session.engine import CONTEXT_RATE, SessionSettings, run_session
 from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
+from duplexsim.session.recordedpartner import RecordedPartner
 from duplexsim.session.useraudio import UserAudio
 
 __all__ = [
@@ -138,6 +139,8 @@ async def replay_bundle(bundle: Path, run: RunFolder | None = None) -> ReplayRes
     if ready.script:  # the partner decides again, from the same model audio
         clips = await asyncio.to_thread(read_partner_clips, ready.script, settings.vad)
         user = PartnerAudio(ready.context, clips, settings.turns)
+    elif meta.extra.get("partner_model"):  # a partner model: what it said, where it said it
+        user = await asyncio.to_thread(_recorded_partner, run, bundle, ready.context, meta.outcome)
     session = run_session(
         ready.client, user, settings, window_start_s=meta.sample.context_turn_start_s or 0.0
     )
@@ -289,6 +292,24 @@ def _section(parent: Mapping[str, Any], name: str, where: str, prefix: str) -> M
     if not isinstance(value, Mapping):
         raise RunFolderError(f"{where}: field '{prefix}.{name}' is not an object")
     return value
+
+
+def _recorded_partner(
+    run: RunFolder, bundle: Path, context: NDArray[np.float32], outcome: Mapping[str, Any]
+) -> RecordedPartner:
+    path = run.file(bundle, INPUT)
+    if path is None:
+        raise RunFolderError(f"{bundle / INPUT}: not recorded")
+    try:
+        heard = read_audio(path, max_duration_s=MAX_SESSION_S)
+    except InputError as exc:
+        raise RunFolderError(f"{bundle}: cannot read what the model heard ({exc})") from None
+    steps = outcome.get("partner") or []
+    model = outcome.get("partner_model")
+    ended_by = model.get("ended_by") if isinstance(model, Mapping) else None
+    if not isinstance(steps, list):
+        raise RunFolderError(f"{bundle / META}: field 'outcome.partner' is not a list")
+    return RecordedPartner(context, heard.samples, heard.sample_rate, steps, ended_by)
 
 
 def _turn_end_s(run: RunFolder, bundle: Path) -> float:

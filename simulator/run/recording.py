@@ -30,7 +30,9 @@ _PACKAGES = (
     "transformers",
 )
 # the outcome's fields that are not written into meta.json (they are the tracks and events)
-_NOT_IN_META = frozenset({"sent", "output", "records", "input_rate", "output_rate"})
+_NOT_IN_META = frozenset(
+    {"sent", "output", "records", "partner_records", "input_rate", "output_rate"}
+)
 
 
 def package_versions() -> dict[str, str]:

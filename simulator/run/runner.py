@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from duplexsim.run.costs import PRICE_KEY, row_cost, row_usage
 from duplexsim.run.estimate import earlier_rows, estimate_run, learn
 from duplexsim.run.fakes import FakeModelProcess
 from duplexsim.run.lifeline import watch_owner
+from duplexsim.run.partnerrun import PartnerOptions, check_partner, partner_client
 from duplexsim.run.progress import Progress
 from duplexsim.run.providergate import ProviderGate
 from duplexsim.run.recording import package_versions, record_session, remove_unfinished
@@ -62,7 +63,8 @@ from duplexsim.session.engine import (
     SessionTap,
     run_session,
 )
-from duplexsim.session.partneraudio import PartnerAudio, read_partner_clips
+from duplexsim.session.modelpartner import ModelPartner
+from duplexsim.session.partneraudio import PartnerAudio, PartnerClips, read_partner_clips
 from duplexsim.session.stalls import StallLog
 from duplexsim.session.useraudio import UserAudio
 
@@ -97,6 +99,7 @@ class RunOptions:
     # ``run --max-cost``: no sample starts once the run's spend, its sessions in flight and the
     # sample's own expected cost would pass this (the price table's currency)
     max_cost: float | None = None
+    partner: PartnerOptions | None = None  # another model as the user (``run --partner``)
 
     def __post_init__(self) -> None:
         check_name(self.run_id, "run id")  # it names the run's folder under runs_dir
@@ -236,6 +239,7 @@ def run_identity(opts: RunOptions, profile: ModelProfile, bench: Benchmark) -> d
         "model": profile.describe(),
         "benchmark": benchmark_id(bench.manifest, audio, len(bench)).to_dict(),
         "settings": opts.settings.describe(),
+        **({"partner": opts.partner.describe()} if opts.partner else {}),
         "run": {
             "concurrency": opts.concurrency,
             "max_attempts": opts.retry.max_attempts,
@@ -273,6 +277,10 @@ def _resume_problem(existing: dict[str, Any], identity: dict[str, Any]) -> str |
         return f"already holds results of model '{old.get('name')}'"
     if old.get("endpoint", new["endpoint"]) != new["endpoint"]:
         return f"was run against a {old.get('endpoint')} endpoint, this one is {new['endpoint']}"
+    old_partner, new_partner = existing.get("partner", {}), identity.get("partner", {})
+    if old_partner.get("model", {}).get("name") != new_partner.get("model", {}).get("name"):
+        who = old_partner.get("model", {}).get("name")
+        return f"was run with {f'partner {who!r}' if who else 'no partner'}"
     was = BenchmarkId.from_meta(existing.get("benchmark"))
     if was.digest is not None and was.digest != identity["benchmark"]["digest"]:
         return f"was run on benchmark {was.label}, not this one"
@@ -318,15 +326,18 @@ class Endpoint:
 
     url: str | None = None
     server_stalls: StallLog | None = None
+    partner_url: str | None = None  # a partner model's, where the run started one
 
 
 @asynccontextmanager
-async def _endpoint(profile: ModelProfile, given: Endpoint | None) -> AsyncIterator[Endpoint]:
+async def _endpoint(
+    profile: ModelProfile | None, given: Endpoint | None = None
+) -> AsyncIterator[Endpoint]:
     """The caller's endpoint, the profile's, or a local fake server started for the run."""
     if given is not None:
         yield given
         return
-    if profile.fake_behaviour is None or profile.url is not None:
+    if profile is None or profile.fake_behaviour is None or profile.url is not None:
         yield Endpoint()
         return
     async with FakeModelProcess(profile.protocol, profile.fake_behaviour) as fake:
@@ -353,6 +364,10 @@ async def execute_run(
     client_class(profile.protocol)  # unknown protocol fails before anything starts
     if profile.fake_behaviour is None or profile.url is not None:
         client_config(profile)  # missing key or endpoint fails before anything starts
+    if opts.partner is not None:
+        note = check_partner(opts.partner, bench)
+        if note is not None and not opts.quiet:
+            print(note, file=sys.stderr)
     _check_writable(opts.run_dir)
     with run_lock(opts.run_dir, opts.run_id, opts.shard):
         return await _execute_locked(bench, profile, opts, progress, endpoint, pool)
@@ -378,7 +393,13 @@ async def _execute_locked(
             progress = Progress(opts.run_id, 0, quiet=opts.quiet)
         progress.total += len(todo)
         if todo:
-            async with _pool(pool) as workers, _endpoint(profile, given) as endpoint:
+            partner = None if opts.partner is None else opts.partner.profile
+            async with (
+                _pool(pool) as workers,
+                _endpoint(profile, given) as endpoint,
+                _endpoint(partner) as other,
+            ):
+                endpoint = replace(endpoint, partner_url=other.url)
                 writer = _Writer(store, workers)
                 await _run_all(todo, profile, endpoint, opts, writer, progress, spend)
         if own_progress:
@@ -531,9 +552,7 @@ async def _run_sample(
         attempt += 1
         client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
         started = loop.time()
-        user: UserAudio | NDArray[np.float32] = context
-        if clips is not None:  # a partner reacts to the model: fresh for each attempt
-            user = PartnerAudio(context, clips, opts.settings.turns)
+        user, partner = _user_side(sample, context, clips, opts, endpoint)
         outcome = await run_session(
             client,
             user,
@@ -595,24 +614,15 @@ async def _run_sample(
         settings=opts.settings.describe(),
         outcome={},  # filled in by record_session
         attempts=attempt,
-        extra=({"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {})
-        | ({} if trial is None else {"trial": trial}),
+        extra=_extra(sample, partner) | ({} if trial is None else {"trial": trial}),
     )
-    row = outcome_row(
-        job.key,
-        sample.language,
-        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
-        outcome,
-        attempt,
-        folder,
-        opts.run_dir,
-        task=sample.task,
-        emotions=[e.emotion for e in sample.partner] if sample.partner else None,
-        trial=trial,
-        usage=usage,
+    row = _row(job, outcome, attempt, folder, opts.run_dir, trial, partner is not None)
+    row = dataclasses.replace(
+        row,
+        **dataclasses.asdict(usage),
         rate_limited=refused,
-        provider_wait_s=waited,
-        context_s=context.size / CONTEXT_RATE,
+        provider_wait_s=round(waited, 3),
+        context_s=round(context.size / CONTEXT_RATE, 3),
     )
     await writer.save(folder, outcome, meta, row)
     if spend.budget is not None:
@@ -630,6 +640,59 @@ def _worth_retrying(outcome: SessionOutcome, imprecise: bool) -> bool:
     if not outcome.check.faithful:
         return True
     return imprecise and not outcome.check.valid
+
+
+def _user_side(
+    sample: Sample,
+    context: NDArray[np.float32],
+    clips: PartnerClips | None,
+    opts: RunOptions,
+    endpoint: Endpoint,
+) -> tuple[UserAudio | NDArray[np.float32], dict[str, Any] | None]:
+    """Fresh for each attempt: the context, a partner script that reacts to the model, or
+    another model as the user (and what the bundle records of it)."""
+    if opts.partner is not None:
+        client, about = partner_client(opts.partner, sample, endpoint.partner_url)
+        user = ModelPartner(context, client, opts.partner.limits, opts.settings)
+        return user, about
+    if clips is not None:
+        return PartnerAudio(context, clips, opts.settings.turns), None
+    return context, None
+
+
+def _extra(sample: Sample, partner: dict[str, Any] | None) -> dict[str, Any]:
+    """The bundle's record of who played the user: a partner script, or a partner model."""
+    if partner is not None:
+        return {"partner_model": partner}
+    return {"partner": [e.to_dict() for e in sample.partner]} if sample.partner else {}
+
+
+def _row(
+    job: Job,
+    outcome: SessionOutcome,
+    attempts: int,
+    folder: Path,
+    run_dir: Path,
+    trial: int | None,
+    partner_model: bool = False,
+) -> ResultRow:
+    sample = job.sample
+    # a partner model's turns name no emotion to mirror: each is timed as a next turn
+    emotions: Sequence[str | None] | None = () if partner_model else None
+    if sample.partner:
+        emotions = [e.emotion for e in sample.partner]
+    return outcome_row(
+        job.key,
+        sample.language,
+        sample.emotion or "",  # "" for a timing-only sample, as for a talk turn
+        outcome,
+        attempts,
+        folder,
+        run_dir,
+        task=sample.task,
+        emotions=emotions,
+        trial=trial,
+    )
 
 
 def outcome_row(

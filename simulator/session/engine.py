@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from duplexsim.clients.base import DuplexClient
 from duplexsim.core.conversation import UserTurn
 from duplexsim.core.errors import Disconnected, ProtocolError, RateLimited, SessionError
 from duplexsim.core.intake import kept_error
-from duplexsim.core.records import EventRecords
+from duplexsim.core.records import EventRecords, merged_log
 from duplexsim.core.redact import redact
 from duplexsim.core.replytracker import ReplyTracker
 from duplexsim.core.retry import ProviderLimit
@@ -52,7 +53,14 @@ from duplexsim.session.latency import reply_window
 from duplexsim.session.receiver import Receiver
 from duplexsim.session.sender import Sender
 from duplexsim.session.stalls import StallLog
-from duplexsim.session.useraudio import CONTEXT_RATE, FixedContext, LiveInput, LiveSource, UserAudio
+from duplexsim.session.useraudio import (
+    CONTEXT_RATE,
+    FixedContext,
+    LiveInput,
+    LiveSource,
+    PartnerSide,
+    UserAudio,
+)
 
 __all__ = [
     "CONTEXT_RATE",
@@ -158,12 +166,20 @@ class SessionOutcome:
     # what the session used: the provider's reports, and the seconds measured here
     usage: Usage = field(default_factory=Usage)
     rate_limited: bool = False  # the provider refused it for its rate limits
+    # a partner model's session (``run --partner``): its timing (each direction's sends against
+    # its schedule; ``check`` holds both), what it was and how it went, and its own events
+    partner_check: TimingCheck | None = None
+    partner_model: dict[str, Any] = field(default_factory=dict)
+    partner_records: EventRecords | None = None
 
     @functools.cached_property
     def events(self) -> list[dict[str, Any]]:
         """Every event as a dict (built on first use: the runner leaves that to the process
-        that writes the bundle)."""
-        return self.records.log()
+        that writes the bundle); a partner model's audio under ``partner-send`` and
+        ``partner-recv``."""
+        if self.partner_records is None:
+            return self.records.log()
+        return merged_log((self.records, ""), (self.partner_records, "partner-"))
 
 
 class _Session:
@@ -252,6 +268,8 @@ class _Session:
                 if not self.done:
                     raise
                 break
+            if self.user.listening:
+                await self.user.frame_sent(n)  # a partner model's frame goes right after
             n = self.sender.frames_sent
             if self.turn_frames is None and self.user.turn_over(n):
                 await self._end_turn(n)
@@ -268,6 +286,13 @@ class _Session:
         decided is recorded."""
         due = self.sender.schedule.due
         for event in self.user.listen(self.tracker, due(n), due(n + 1)):
+            self.partner_events.append(event)
+            self.log(self.clock() - self.t0, "user", "partner", **event)
+
+    async def settle_user(self) -> None:
+        """Streaming is over: what the user knows only now (a partner model's utterances), off
+        the loop, recorded as its decisions are."""
+        for event in await asyncio.to_thread(self.user.settle, self.tracker, self.sender.media_s()):
             self.partner_events.append(event)
             self.log(self.clock() - self.t0, "user", "partner", **event)
 
@@ -366,12 +391,17 @@ async def run_session(
             timing, s.records, s.sender.frame_s, s.caps.output_rate, s.t0,
             loop_stalls, server_stalls,
         )  # fmt: skip
+        if truncated is None and s.tracker.onset_s is not None and s.tracker.ended is None:
+            truncated = s.user.end_reason  # a reply the user's own limit cut
+    if error is None and s.user.listening:
+        await s.settle_user()
     outcome = _outcome(s, sent, output, timing, error, truncated, wall_s, window)
     if error is None and s.user.listening:
         outcome.turns = s.turn_records(speech_end_s, output)
         outcome.speech = [[round(a, 6), round(b, 6)] for a, b in s.tracker.replies.speech]
     outcome.partner = s.partner_events
     outcome.usage = _usage(s, connected_s)
+    _add_partner_side(outcome, s.user.partner_side(settings.budget))
     return outcome
 
 
@@ -381,6 +411,18 @@ def _usage(s: _Session, connected_s: float | None) -> Usage:
     sent_s = sum(s.records.send_samples) / s.caps.input_rate
     received_s = sum(s.records.recv_samples) / s.caps.output_rate
     return s.receiver.usage.total.with_measured(sent_s, received_s, connected_s)
+
+
+def _add_partner_side(outcome: SessionOutcome, side: PartnerSide | None) -> None:
+    """A partner model's half: its records and timing; the session's timing is valid only
+    while both directions kept the budget."""
+    if side is None:
+        return
+    outcome.partner_records = side.records
+    outcome.partner_check = side.check
+    outcome.partner_model = side.summary
+    if outcome.check.valid and not side.check.valid:
+        outcome.check = dataclasses.replace(outcome.check, invalid=f"partner {side.check.invalid}")
 
 
 async def _connect_and_stream(
@@ -406,6 +448,7 @@ async def _connect_and_stream(
                 pump.start()
             s.start()
             client.timeline_started(s.t0)
+            s.user.timeline_started(s.t0)
             if tap is not None:
                 tap.on_start(s.t0, caps.input_rate, caps.output_rate)
             s.log(
@@ -436,6 +479,8 @@ async def _connect_and_stream(
             await pump.aclose()
         with contextlib.suppress(Exception):
             await client.aclose()
+        with contextlib.suppress(Exception):
+            await s.user.aclose()
     connected_s = None if connected_at is None else s.clock() - connected_at
     return error, timed_out, connected_s
 
@@ -487,7 +532,7 @@ def _outcome(
     else:
         status = "ok"
         ended = s.tracker.replies.turns[0].end_reason  # talked over by a partner, or the detector's
-        reason = ended if ended is not None else s.ended_by or "deadline"
+        reason = ended if ended is not None else s.ended_by or s.user.end_reason or "deadline"
     check = check_timing(
         s.records.send_errors(),
         s.records.loop_lags(),

@@ -23,7 +23,7 @@ from duplexsim.core.replytracker import ReplyTracker
 from duplexsim.core.timing import speech_end
 from duplexsim.core.turns import TurnSettings
 from duplexsim.core.vad import VadConfig
-from duplexsim.session.useraudio import CONTEXT_RATE, FixedContext, Frame
+from duplexsim.session.useraudio import CONTEXT_RATE, FixedContext, Frame, OneModel
 
 __all__ = ["PartnerAudio", "PartnerClips", "read_partner_clips"]
 
@@ -51,7 +51,7 @@ def read_partner_clips(entries: Sequence[ScriptEntry], vad: VadConfig) -> Partne
     return PartnerClips(entries, clips, [speech_end(c, CONTEXT_RATE, vad) for c in clips])
 
 
-class PartnerAudio:
+class PartnerAudio(OneModel):
     """The context as ``FixedContext`` plays it, and the partner's clips over it."""
 
     fixed_turn = True

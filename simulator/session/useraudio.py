@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,12 +16,32 @@ from numpy.typing import NDArray
 
 from duplexsim.clients.base import DuplexClient, WireMessage
 from duplexsim.core.audio import frame_signal, resample
+from duplexsim.core.records import EventRecords
 from duplexsim.core.replytracker import ReplyTracker
+from duplexsim.core.timing import TimingBudget, TimingCheck
 
-__all__ = ["CONTEXT_RATE", "FixedContext", "LiveInput", "LiveSource", "UserAudio"]
+__all__ = [
+    "CONTEXT_RATE",
+    "FixedContext",
+    "LiveInput",
+    "LiveSource",
+    "OneModel",
+    "PartnerSide",
+    "UserAudio",
+]
 
 CONTEXT_RATE = 16000
 Frame = tuple[NDArray[np.float32], WireMessage | None]  # the samples, and their message if encoded
+
+
+@dataclass(frozen=True)
+class PartnerSide:
+    """A partner model's half of a two-model session: its own sends and receipts (recorded
+    under their own directions), its timing against the budget, and what it was."""
+
+    records: EventRecords
+    check: TimingCheck
+    summary: dict[str, Any]
 
 
 class UserAudio(Protocol):
@@ -29,6 +50,11 @@ class UserAudio(Protocol):
     # it reacts to the model (a partner): the session keeps the model's speech decided up to
     # each frame for it, and asks it before each frame
     listening: bool
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the user ended the session, where it did (a partner model's limits)."""
+        ...
 
     def listen(self, replies: ReplyTracker, start_s: float, end_s: float) -> list[dict[str, Any]]:
         """Before the frame [start_s, end_s) is built: what the user decides, seeing the model's
@@ -45,9 +71,16 @@ class UserAudio(Protocol):
     async def start(self) -> None:
         """After connecting: returns once frame 0 can be read (T0 is taken then)."""
 
+    def timeline_started(self, t0: float) -> None:
+        """T0 is taken: the clock's value when frame 0 is due."""
+
     async def frame(self, n: int) -> Frame:
         """Frame ``n``; waits for a live source's."""
         ...
+
+    async def frame_sent(self, n: int) -> None:
+        """Frame ``n`` went out (asked of a user who listens: a partner model's own frame goes
+        right after it)."""
 
     def turn_over(self, frames_sent: int) -> bool:
         """Whether the user's turn is over once ``frames_sent`` frames are out."""
@@ -63,8 +96,41 @@ class UserAudio(Protocol):
         """The user's turn as audio and its rate, to find where its speech ended."""
         ...
 
+    def settle(self, replies: ReplyTracker, end_s: float) -> list[dict[str, Any]]:
+        """Streaming is over at ``end_s`` (CPU work: the session runs it off its loop): what the
+        user knows only now (a partner model's utterances, refined), as events to record."""
+        ...
 
-class FixedContext:
+    def partner_side(self, budget: TimingBudget) -> PartnerSide | None:
+        """A partner model's half of the session (None: the user is no model)."""
+        ...
+
+    async def aclose(self) -> None:
+        """The session is over: close what the user side opened."""
+
+
+class OneModel:
+    """The user side of a session with one model: nothing of its own to start, settle or close."""
+
+    end_reason: str | None = None
+
+    def timeline_started(self, t0: float) -> None:
+        return None
+
+    async def frame_sent(self, n: int) -> None:
+        return None
+
+    def settle(self, replies: ReplyTracker, end_s: float) -> list[dict[str, Any]]:
+        return []
+
+    def partner_side(self, budget: TimingBudget) -> PartnerSide | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class FixedContext(OneModel):
     """A sample's context (16 kHz), then silence for as long as the session lasts."""
 
     fixed_turn = True
@@ -140,7 +206,7 @@ class LiveInput(Protocol):
     def turn_ended(self) -> bool: ...
 
 
-class LiveSource:
+class LiveSource(OneModel):
     """A ``LiveInput`` as the session's user audio: frames sent as they come (a late one as
     soon as it is there), the turn over when the source says so."""
 

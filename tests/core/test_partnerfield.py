@@ -157,3 +157,37 @@ def test_benchmark_check_prints_the_problem_on_one_line_and_exits_2(bench):
         f"{root / 'manifest.jsonl'}:1: field 'partner[1].after_onset_ms': "
         "expected a number, got a string"
     ]
+
+
+def test_a_partner_models_instructions_load_as_given_or_joined_as_fdb_v2_joins_them(
+    make_benchmark,
+):
+    lines = [
+        BASE | {"partner_instructions": "You order breakfast. Be brief."},
+        BASE | {"id": "p1", "partner_instructions": {"system": "Act a customer.", "task": "T1"}},
+        BASE | {"id": "p2", "partner_instructions": {"system": "Act a customer."}},
+        BASE | {"id": "p3"},
+    ]
+    samples = load_benchmark(make_benchmark(lines, n=1)).samples
+    assert [s.partner_instructions for s in samples] == [
+        "You order breakfast. Be brief.",
+        "Act a customer.\n\nT1",
+        "Act a customer.",
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (7, "expected a string or an object, got a number"),
+        ("  ", "is empty"),
+        ({"task": "T1"}, "a 'system' string and an optional 'task' string"),
+        ({"system": "S", "tsak": "T1"}, "(unknown: tsak)"),
+        ({"system": "S", "task": 1}, "optional 'task' string"),
+        ("x" * 100_001, "100001 characters; at most 100000"),
+    ],
+)
+def test_bad_instructions_are_one_problem_naming_the_field(make_benchmark, value, needle):
+    (problem,) = _problems(make_benchmark([BASE | {"partner_instructions": value}], n=1))
+    assert "manifest.jsonl:1: field 'partner_instructions':" in problem and needle in problem

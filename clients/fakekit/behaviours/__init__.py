@@ -20,6 +20,7 @@ from duplexsim.clients.fakekit.behaviours.kinds import (
     BargeIn,
     DelayedEcho,
     Echo,
+    Examiner,
     Neutral,
     Silent,
     StopOnOverlap,
@@ -34,6 +35,7 @@ __all__ = [
     "Behaviour",
     "DelayedEcho",
     "Echo",
+    "Examiner",
     "Neutral",
     "Silent",
     "Step",
@@ -47,7 +49,7 @@ __all__ = [
 
 _KINDS: dict[str, type[Behaviour]] = {
     cls.name: cls
-    for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn, TalkThrough, StopOnOverlap)
+    for cls in (Echo, Silent, Neutral, DelayedEcho, BargeIn, TalkThrough, StopOnOverlap, Examiner)
 }
 BEHAVIOURS: tuple[str, ...] = tuple(_KINDS)
 

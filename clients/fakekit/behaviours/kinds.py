@@ -15,6 +15,7 @@ __all__ = [
     "BargeIn",
     "DelayedEcho",
     "Echo",
+    "Examiner",
     "Neutral",
     "Silent",
     "StopOnOverlap",
@@ -184,3 +185,44 @@ class StopOnOverlap(TalkThrough):
 
     def _on_talked_over(self, onset: int, now: int) -> None:
         self._cut_at(now)
+
+
+class Examiner(Behaviour):
+    """A scripted examiner, the user's side played by a model (``run --partner``): it says its
+    lines one after the other, each as soon as the other side's turn is over (it talks, waits
+    for a reply, and talks again), and after its last line it only listens. With ``opens`` it
+    says its first line at once, as Full-Duplex-Bench v2's examiner opens the conversation.
+
+    Line k is ``line_s`` + (k mod 3) x ``step_s`` of ``synthetic_voice`` at ``f0`` (a voice apart
+    from the other fakes', lines of different lengths: each turn can be told from the others)."""
+
+    name = "examiner"
+
+    def __init__(
+        self,
+        sample_rate: int,
+        *,
+        lines: int = 5,
+        line_s: float = 1.0,
+        step_s: float = 0.25,
+        f0: float = 200.0,
+        opens: bool = False,
+        **kw: Any,
+    ) -> None:
+        super().__init__(sample_rate, **kw)
+        if lines < 1 or line_s <= 0 or step_s < 0:
+            raise ValueError("lines must be at least 1, line_s positive, step_s not negative")
+        self.lines = [
+            synthetic_voice(sample_rate, line_s + step_s * (k % 3), f0=f0) for k in range(lines)
+        ]
+        self.said = 0
+        if opens:
+            self._say(0)
+
+    def _say(self, at: int) -> None:
+        if self.said < len(self.lines):
+            self._schedule(self.lines[self.said], at)
+            self.said += 1
+
+    def _on_turn_end(self, turn: UserTurn, now: int) -> None:
+        self._say(now)

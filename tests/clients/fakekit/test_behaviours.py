@@ -187,6 +187,7 @@ def test_unknown_behaviour_names_the_known_ones() -> None:
         "barge-in",
         "talk-through",
         "stop-on-overlap",
+        "examiner",
     }
 
 
@@ -198,6 +199,8 @@ def test_unknown_behaviour_names_the_known_ones() -> None:
         ("silent", {"bogus": 1}),
         ("talk-through", {"utterance_s": 0}),
         ("stop-on-overlap", {"pause_s": -1}),
+        ("examiner", {"lines": 0}),
+        ("examiner", {"line_s": 0}),
     ],
 )
 def test_bad_parameters_are_config_errors(name: str, params: dict[str, float]) -> None:
@@ -292,3 +295,28 @@ def test_a_turn_classified_as_it_comes_ends_where_a_pass_over_it_ends(chunk: int
         out_whole, _ = run(whole, x, chunk)
         assert streamed.turns and streamed.turns == whole.turns, path.name
         assert np.array_equal(out_streamed, out_whole), path.name
+
+
+def test_the_examiner_talks_waits_for_a_reply_and_talks_again() -> None:
+    x = clip(
+        ("silence", 0.3), ("speech", 0.8), ("silence", 2.0), ("speech", 0.5), ("silence", 2.4),
+        ("speech", 0.6), ("silence", 2.0),
+    )  # fmt: skip
+    b = make_behaviour("examiner", RATE, lines=2, line_s=0.5, step_s=0.3)
+    out, steps = run(b, x, 320)
+    assert len(b.turns) == 3
+    lines = [synthetic_voice(RATE, 0.5, f0=200.0), synthetic_voice(RATE, 0.8, f0=200.0)]
+    starts = [s.reply_started for _, s in steps]
+    assert starts.count(True) == 2  # its two lines; the third turn gets nothing: it is done
+    for turn, line in zip(b.turns, lines, strict=False):
+        at = turn.decided  # as soon as the turn is over
+        assert not out[at - 1] and np.array_equal(out[at : at + line.size], line)
+    assert not out[b.turns[2].decided :].any()
+
+
+def test_an_examiner_that_opens_says_its_first_line_at_once() -> None:
+    b = make_behaviour("examiner", RATE, lines=1, line_s=0.5, opens=True)
+    out, steps = run(b, np.zeros(RATE, np.float32), 320)
+    assert steps[0][1].reply_started
+    assert np.array_equal(out[: RATE // 2], synthetic_voice(RATE, 0.5, f0=200.0))
+    assert not out[RATE // 2 :].any()
