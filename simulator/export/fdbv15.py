@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from duplexsim.core.audio import read_audio, write_audio
-from duplexsim.core.bundle import BundleMeta
+from duplexsim.core.bundle import INPUT, BundleMeta  # FDB names its input as we do
 from duplexsim.core.errors import ConfigError
 from duplexsim.core.timing import speech_end
 
@@ -66,7 +66,7 @@ def v15_fields(
     clean_path = folder / CLEAN
     if not clean_path.is_file():
         raise ConfigError(f"{folder}: no {CLEAN}: --reactive plays the input without the overlap")
-    given, clean = read_audio(folder / "input.wav"), read_audio(clean_path)
+    given, clean = read_audio(folder / INPUT), read_audio(clean_path)
     if given.sample_rate != clean.sample_rate:
         raise ConfigError(f"{folder}: input.wav and {CLEAN} differ in sample rate")
     rate = given.sample_rate

@@ -574,9 +574,11 @@ async def _run_sample(
             refused += 1
             attempt -= 1
             progress.retries += 1
+            held = loop.time()  # the whole hold, its room given back and taken again included
             slot.give_back()
             await slot.take()
-            waited += await provider.turn()
+            await provider.turn()
+            waited += loop.time() - held
             provider.started()
             continue
         wait = None
