@@ -4,6 +4,7 @@ repeated trials and minimum detectable difference, on real runs of the reference
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,14 +16,21 @@ import pytest
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.benchmark import load_benchmark
+from duplexsim.core.turns import TurnSettings
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.report.data import build_report
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.scoring.power import detectable
+from duplexsim.session.engine import SessionSettings
 from tests.helpers.paths import DEMO, REPO
 from tests.helpers.runs import SETTINGS, short_benchmark, short_demo
 
 DEMO_MODELS = ("echo", "neutral", "silent")
+# the echo model replays the last 3 s of the turn: a reply up to 4 s is kept whole, and one that
+# starts late on a loaded machine is still a reply
+DEMO_SETTINGS = dataclasses.replace(
+    SETTINGS, turns=TurnSettings(hangover_s=0.5, max_reply_s=4.0, reply_timeout_s=2.0)
+)
 
 
 def duplexsim(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,7 +43,14 @@ def duplexsim(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_models(bench_dir: Path, runs: Path, models: tuple[str, ...], trials: int = 1) -> None:
+def run_models(
+    bench_dir: Path,
+    runs: Path,
+    models: tuple[str, ...],
+    *,
+    trials: int = 1,
+    settings: SessionSettings = SETTINGS,
+) -> None:
     """The reference models on loopback servers, all runs at once, every session concurrent."""
     bench = load_benchmark(bench_dir)
 
@@ -46,7 +61,7 @@ def run_models(bench_dir: Path, runs: Path, models: tuple[str, ...], trials: int
             opts = RunOptions(
                 run_id=behaviour,
                 runs_dir=runs,
-                settings=SETTINGS,
+                settings=settings,
                 quiet=True,
                 concurrency=len(bench) * trials,
                 admission=False,
@@ -67,9 +82,12 @@ def run_models(bench_dir: Path, runs: Path, models: tuple[str, ...], trials: int
 
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """The demo's 60 samples, each context cut to its last 2 s, against echo, neutral, silent."""
+    """The demo's 60 samples, each context cut to its last 3 s (what the echo model replays of
+    the whole one), against echo, neutral and silent: every session at once, about 10 s of real
+    time on a quiet machine."""
     root = tmp_path_factory.mktemp("demo")
-    run_models(short_demo(root / "bench", context_s=2.0), root / "runs", DEMO_MODELS)
+    bench = short_demo(root / "bench", context_s=3.0)
+    run_models(bench, root / "runs", DEMO_MODELS, settings=DEMO_SETTINGS)
     return [root / "runs" / m for m in DEMO_MODELS]
 
 
@@ -139,7 +157,7 @@ def trial_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     for i, line in enumerate(lines):
         line["source_id"] = f"call{i // 2}"
     manifest.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    run_models(bench, root / "runs", ("echo", "neutral"), trials=3)
+    run_models(bench, root / "runs", ("echo", "neutral"), trials=3)  # 24 sessions at once
     return [root / "runs" / "echo", root / "runs" / "neutral"]
 
 
