@@ -201,7 +201,9 @@ class _LineParser:
             self.problem("meta", f"expected an object, got {_kind(meta)}")
         partner = parse_partner(obj["partner"], self) if "partner" in obj else ()
         instructions = self._instructions(obj)
-        if context and turn_start is not None and turn_start > context[1].duration_s:
+        # (unknown without reading the audio: ``audio_check="none"`` leaves it to the reader)
+        known = context is not None and context[1] is not _NO_INFO
+        if context and known and turn_start is not None and turn_start > context[1].duration_s:
             self.problem("context_turn_start_s", f"{turn_start} s is past the context's end")
         if not self.ok:
             return None

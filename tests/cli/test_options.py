@@ -179,6 +179,6 @@ def test_the_timing_budget_takes_an_optional_latency_bound():
     assert (two.send_p99_ms, two.send_max_ms, two.loop_lag_max_ms) == (5.0, 20.0, 20.0)
     assert two.latency_ms == 5.0  # the p99 unless given
     assert timing_budget("5/20/3").latency_ms == 3.0
-    for bad in ("5", "5/20/3/1", "5/x", "5/20/0", "-1/20"):
-        with pytest.raises(ConfigError, match="P99_MS/MAX_MS\\[/LATENCY_MS\\]"):
+    for bad in ("5", "5/20/3/60/1", "5/x", "5/20/0", "-1/20", "5/20/3/0"):
+        with pytest.raises(ConfigError, match="P99_MS/MAX_MS\\[/LATENCY_MS\\[/INPUT_MS\\]\\]"):
             timing_budget(bad)

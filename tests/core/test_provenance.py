@@ -196,11 +196,11 @@ def test_two_benchmarks_or_two_scorers_are_never_ranked_in_one_table(
     text = terminal_report(reports)
     assert text.startswith("2 separate tables: these runs span 2 benchmarks,")
     assert "[1/2] benchmark a (sha256:" in text and "[2/2] benchmark b (sha256:" in text
-    assert "scorer prosody (v2)" in text and len(re.findall(r"^#\s+model", text, re.M)) == 2
+    assert "scorer prosody (v2)" in text and len(re.findall(r"^#\s+band\s+model", text, re.M)) == 2
     assert "cosine: mean cosine similarity" in text
     paths = write_report(reports, tmp_path / "r")
     md = paths["markdown"].read_text()
-    assert md.count("## benchmark ") == 2 and md.count("| # | model |") == 2
+    assert md.count("## benchmark ") == 2 and md.count("| # | band | model |") == 2
     assert paths["html"].read_text().count('id="leaderboard-') == 2
     data = json.loads(paths["json"].read_text())
     assert [g["runs"] for g in data["groups"]] == [["echo", "silent"], ["echo-b"]]

@@ -17,6 +17,8 @@ from duplexsim.cli import main
 from duplexsim.clients.fakekit.behaviours import behaviour_factory
 from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.runbench import RunBenchmark
+from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.vad import VadConfig
 from duplexsim.live.audio_io import AudioOptions, fake
 from duplexsim.live.talk import Microphone, MicTurn, TalkOptions, _open_store, talk
@@ -228,7 +230,8 @@ def test_a_bundle_without_a_reference_key_is_still_an_error(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "meta.json").write_text(json.dumps({"sample": {"id": "x"}}))
     with pytest.raises(ConfigError, match="records no context path"):
-        _reference_job(tmp_path, result_row("x", emotion="Anger", bundle="b"))
+        run = RunFolder(tmp_path)
+        _reference_job(run, result_row("x", emotion="Anger", bundle="b"), RunBenchmark(run, {}))
 
 
 def test_ctrl_c_ends_the_turn_records_it_and_stops(tmp_path):
