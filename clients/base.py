@@ -51,6 +51,11 @@ class Capabilities:
     server_vad: bool = False  # the server detects the user's turns itself
     manual_commit: bool = False  # needs commit_turn() after the user's turn
     continuous_output: bool = False  # the server streams audio all the time, silence included
+    # how late one input frame may reach the model's receiver and still be heard as sent (input
+    # fidelity; docs/metrics.md): over TCP a receiver absorbs a retransmission (Linux's 200 ms
+    # minimum timeout plus the round trip) and the hosted APIs buffer input whole; a WebRTC
+    # jitter buffer plays out against a target of tens of milliseconds
+    input_jitter_ms: float = 250.0
 
 
 @dataclass(frozen=True)

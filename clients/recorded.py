@@ -79,6 +79,8 @@ def _capabilities(raw: Mapping[str, Any], where: str) -> Capabilities:
     for name, value in vars(caps).items():
         if name in _RATES:
             problem = number_problem(value, *_RATES[name], integer=True)
+        elif name in _TOLERANCES:
+            problem = number_problem(value, *_TOLERANCES[name])
         else:
             problem = None if isinstance(value, bool) else f"{value!r} is not true or false"
         if problem:
@@ -87,6 +89,7 @@ def _capabilities(raw: Mapping[str, Any], where: str) -> Capabilities:
 
 
 _RATES = {"input_rate": (1, MAX_RATE), "output_rate": (1, MAX_RATE), "frame_ms": (1, 1000)}
+_TOLERANCES = {"input_jitter_ms": (0.001, 60_000.0)}
 
 
 def _event(item: dict[str, Any], output: np.ndarray, rate: int) -> ClientEvent | None:

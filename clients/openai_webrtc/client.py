@@ -113,6 +113,9 @@ class OpenAIWebRTCClient(DuplexClient):
             server_vad=not self.options.manual,
             manual_commit=self.options.manual,
             continuous_output=self.options.continuous_output,
+            # NetEq's target delay starts at 80 ms and follows the arrivals' jitter: a frame
+            # three 20 ms frames late is concealed, a gap the model hears
+            input_jitter_ms=60.0,
         )
 
     # --- connect ---------------------------------------------------------------------------------

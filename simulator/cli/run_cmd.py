@@ -73,14 +73,15 @@ def add_session_arguments(p: argparse.ArgumentParser) -> None:
         "--timing-budget",
         default="5/20",
         metavar="P99_MS/MAX_MS[/LATENCY_MS[/INPUT_MS]]",
-        help="measurement precision: a session's latency counts while its send-time error "
-        "keeps p99 and max within these, loop and receive lag the max, and what the machine "
-        "may have added to its latency (late sends from speech end to onset, our loop's and a "
-        "local fake's stalls as the reply came) LATENCY_MS (default: P99_MS); an imprecise "
-        "session stays in every emotion metric, out of latency figures only. Input fidelity: "
-        "no frame later than INPUT_MS (default 60, never below MAX_MS), else the model did not "
-        "hear the stream a person's client sends: out of every metric, and run again "
-        "(default 5/20)",
+        help="measurement precision: a reply's latency counts while what the machine may have "
+        "added to it (late sends from speech end to onset, our loop's and a local fake's "
+        "stalls as the reply came) keeps LATENCY_MS (default: P99_MS); a session with a "
+        "partner that reacts also needs its send-time error within P99_MS and MAX_MS, loop "
+        "and receive lag within MAX_MS. An imprecise session stays in every emotion metric, "
+        "out of latency figures only. Input fidelity: no frame later than INPUT_MS (default: "
+        "what the model's receiver absorbs, 250 over WebSocket, 60 over WebRTC; never below "
+        "MAX_MS), else the model did not hear the stream a person's client sends: out of "
+        "every metric, and run again (default 5/20)",
     )
     g.add_argument("--vad", choices=("webrtc", "energy"), default="webrtc")
     g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
@@ -235,7 +236,7 @@ def session_settings(args: argparse.Namespace) -> SessionSettings:
 def timing_budget(text: str) -> TimingBudget:
     """``P99_MS/MAX_MS[/LATENCY_MS[/INPUT_MS]]`` -> the budget (loop and receive lag get the
     max; the latency window's bound is the p99 unless given; input fidelity's late frame is
-    TimingBudget's default unless given)."""
+    the model's receiver's unless given)."""
     try:
         parts = [float(part) for part in text.split("/")]
         if len(parts) not in (2, 3, 4):

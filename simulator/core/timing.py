@@ -62,12 +62,13 @@ class TimingBudget:
     # server's stalls, all added up
     latency_ms: float = 5.0
     # input fidelity: a frame this late (or the send max, if larger) is a gap and a burst a
-    # receiver hears; below it the model heard the user's audio as a person's client sends it
-    input_late_ms: float = 60.0
+    # receiver hears; below it the model heard the user's audio as a person's client sends it.
+    # None: what the model's own receiver absorbs (``Capabilities.input_jitter_ms``)
+    input_late_ms: float | None = None
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if not value > 0:
+            if value is not None and not value > 0:
                 raise ValueError(f"timing budget {name} must be > 0")
 
 
@@ -100,11 +101,23 @@ class TimingCheck:
     send: SendStats
     loop_lag_max_ms: float
     recv_lag_max_ms: float
-    invalid: str | None  # None: valid (measurement precision: the figures can be vouched for)
+    # None: valid (measurement precision: its timed figures can be vouched for). A reply's
+    # latency is spoilt only by what its window holds; a session whose timed events span it
+    # (a partner that reacts) by any figure over the budget. Losing fidelity loses it too.
+    invalid: str | None
     window: LatencyWindow | None = None  # what the machine may have added to the latency
     # input fidelity lost: a frame so late that the model did not hear the user's audio as a
-    # person's client sends it (None: kept). Losing it loses precision too.
+    # person's client sends it (None: kept)
     unfaithful: str | None = None
+    # the first whole-session figure over the budget (send p99 or max, loop or receive lag):
+    # the machine did not keep pace somewhere in the session (None: it did). Admission learns
+    # from it; it spoils a latency only inside the latency window.
+    unpaced: str | None = None
+
+    @property
+    def paced(self) -> bool:
+        """Every frame and event of the session kept the budget."""
+        return self.unpaced is None
 
     @property
     def faithful(self) -> bool:
@@ -128,10 +141,15 @@ def check_timing(
     frame_s: float,
     budget: TimingBudget,
     window: LatencyWindow | None = None,
+    *,
+    receiver_late_ms: float = 60.0,
+    throughout: bool = False,
 ) -> TimingCheck:
     """Send-time error, loop lag and receive lag of one session, and what the machine may have
-    added to its reply's latency, and whether they kept the budget (receive lag counts beyond
-    the one frame an event may wait to be drained)."""
+    added to its reply's latency, against the budget (receive lag counts beyond the one frame
+    an event may wait to be drained). ``receiver_late_ms``: the lateness of a frame the model's
+    receiver absorbs (fidelity); ``throughout``: the session's timed events span it (a partner
+    that reacts), so every figure gates its precision, not only the latency window's."""
     send = send_stats(send_errors_s)
     loop_ms = 1000.0 * max(loop_lags_s, default=0.0)
     recv_ms = 1000.0 * max(recv_lag_max_s - frame_s, 0.0)
@@ -142,18 +160,26 @@ def check_timing(
         ("receive lag", recv_ms, budget.recv_lag_max_ms),
     ]
     over = [f"{name} {got:.1f} ms > {limit:g} ms" for name, got, limit in checks if got > limit]
+    unpaced = over[0] if over else None
+    unfaithful = fidelity_lost(send, budget, receiver_late_ms)
+    imprecise = []
     if window is not None and window.bound_ms > budget.latency_ms:
-        over.append(
+        imprecise.append(
             f"latency window {window.bound_ms:.1f} ms > {budget.latency_ms:g} ms "
             f"({window.describe()})"
         )
+    if throughout and unpaced is not None:
+        imprecise.append(unpaced)
+    if unfaithful is not None:
+        imprecise.append(f"input fidelity lost ({unfaithful})")
     return TimingCheck(
         send,
         round(loop_ms, 3),
         round(recv_ms, 3),
-        over[0] if over else None,
+        imprecise[0] if imprecise else None,
         window,
-        fidelity_lost(send, budget),
+        unfaithful,
+        unpaced,
     )
 
 
@@ -187,16 +213,20 @@ def latency_window(
     )
 
 
-def input_late_limit_ms(budget: TimingBudget) -> float:
+def input_late_limit_ms(budget: TimingBudget, receiver_late_ms: float = 60.0) -> float:
     """How late a frame may be before the model did not hear the stream as sent: the budget's
-    fidelity limit, never tighter than its send max (losing fidelity loses precision too)."""
-    return max(budget.input_late_ms, budget.send_max_ms)
+    fidelity limit where it sets one, else what the model's receiver absorbs; never tighter
+    than the budget's send max."""
+    limit = receiver_late_ms if budget.input_late_ms is None else budget.input_late_ms
+    return max(limit, budget.send_max_ms)
 
 
-def fidelity_lost(send: SendStats, budget: TimingBudget) -> str | None:
+def fidelity_lost(
+    send: SendStats, budget: TimingBudget, receiver_late_ms: float = 60.0
+) -> str | None:
     """Why the stream the model received was not the one a person's client sends (None: it
     was): a frame later than the limit leaves a gap, then a burst, on the receiving side."""
-    limit = input_late_limit_ms(budget)
+    limit = input_late_limit_ms(budget, receiver_late_ms)
     if send.max_ms > limit:
         return f"a frame {send.max_ms:.1f} ms late > {limit:g} ms"
     return None

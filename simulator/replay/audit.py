@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from duplexsim.core.audio import read_audio
-from duplexsim.core.bundle import MAX_SESSION_S, OUTPUT, BundleMeta
+from duplexsim.core.bundle import MAX_SESSION_S, OUTPUT, BundleMeta, number_problem
 from duplexsim.core.errors import InputError, RunFolderError
 from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import (
@@ -60,7 +60,16 @@ def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -
     outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
-    check = _send_check(run, bundle, budget, _recorded_window(outcome, recorded))
+    span = _recorded_window(outcome, recorded)
+    # judged as the session was: by its window, or throughout where a partner reacted or the
+    # session was recorded before the window was checked
+    reacted = bool(meta.extra.get("partner") or meta.extra.get("partner_model"))
+    throughout = reacted or (recorded is not None and span is None)
+    declared: Any = meta.capabilities.get("input_jitter_ms")
+    # 60 ms: recorded before the receiver's tolerance was declared, judged so then
+    ok = number_problem(declared, 0.001, 60_000.0) is None
+    receiver_ms = float(declared) if ok else 60.0
+    check = _send_check(run, bundle, budget, span, receiver_ms, throughout)
     remeasured = None
     if outcome.get("status") != "failed":
         try:
@@ -109,7 +118,12 @@ def _recorded_window(outcome: Mapping[str, Any], onset_s: Any) -> _Span | None:
 
 
 def _send_check(
-    run: RunFolder, bundle: Path, budget: TimingBudget, span: _Span | None
+    run: RunFolder,
+    bundle: Path,
+    budget: TimingBudget,
+    span: _Span | None,
+    receiver_ms: float,
+    throughout: bool,
 ) -> TimingCheck:
     """Each recorded send against the schedule (frame n due at n frames), not against the due
     time the session wrote beside it: a session whose clock or schedule went wrong shows here.
@@ -135,4 +149,7 @@ def _send_check(
             loop_stall_ms=span.loop_stall_ms,
             server_stall_ms=span.server_stall_ms,
         )
-    return check_timing(errors, lags, 0.0, frame_s, budget, window)
+    return check_timing(
+        errors, lags, 0.0, frame_s, budget, window,
+        receiver_late_ms=float(receiver_ms), throughout=throughout,
+    )  # fmt: skip

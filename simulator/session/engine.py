@@ -540,6 +540,8 @@ def _outcome(
         s.sender.frame_s,
         s.settings.budget,
         window,
+        receiver_late_ms=caps.input_jitter_ms,
+        throughout=s.user.listening,
     )
     # bounded, whatever a server said (an opening's error is counted by nothing else)
     said = None if error is None else redact(error.message, (s.client.config.api_key,))

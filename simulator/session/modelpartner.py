@@ -232,6 +232,7 @@ class ModelPartner:
         check = check_timing(
             records.send_errors(), records.loop_lags(), self.receiver.rx_lag_max_s,
             self.sender.frame_s, budget,
+            receiver_late_ms=self.partner.capabilities.input_jitter_ms, throughout=True,
         )  # fmt: skip
         summary = {
             "client": self.partner.describe(),

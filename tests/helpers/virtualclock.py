@@ -99,8 +99,10 @@ class ScriptedClient(DuplexClient):
         transform: Callable[[np.ndarray], np.ndarray] | None = None,
         close_at_s: float | None = None,
         connect_timeout_s: float = 10.0,
+        input_jitter_ms: float = Capabilities.input_jitter_ms,
     ) -> None:
         super().__init__(ClientConfig(url="scripted://", connect_timeout_s=connect_timeout_s))
+        self.input_jitter_ms = input_jitter_ms
         self.behaviour = behaviour
         self.rate = rate
         self.delay = delay
@@ -121,6 +123,7 @@ class ScriptedClient(DuplexClient):
             output_rate=self.rate,
             end_of_turn_signal=self.end_of_turn,
             continuous_output=self.continuous,
+            input_jitter_ms=self.input_jitter_ms,
         )
 
     async def connect(self) -> None:

@@ -23,6 +23,8 @@ def bundle(
     *,
     late_frame: int = 50,
     window: dict[str, float | None] | None = None,
+    capabilities: dict[str, object] | None = None,
+    extra: dict[str, object] | None = None,
 ) -> tuple[Path, BundleMeta]:
     """A recorded session: 100 frames sent, frame ``late_frame`` ``late_ms`` late; a reply at
     1.5-2.5 s; ``window``: the latency window's stalls as the session recorded them."""
@@ -45,6 +47,8 @@ def bundle(
             "timing": {"onset_s": onset_s, "speech_end_s": 1.0},
             **({} if window is None else {"check": {"window": window}}),
         },
+        capabilities=capabilities or {},
+        extra=extra or {},
     )
     return folder, meta
 
@@ -81,3 +85,26 @@ def test_the_latency_window_is_checked_from_the_sends_and_the_recorded_stalls(
     assert not audit_bundle(*bundle(tmp_path / "c", 0.1, 1.5, window=served)).check.valid
     # recorded before the window was checked: no window to audit
     assert audit_bundle(*bundle(tmp_path / "d", 0.1, 1.5)).check.window is None
+
+
+def test_a_late_send_outside_the_window_spoils_only_a_session_timed_throughout(
+    tmp_path: Path,
+) -> None:
+    stalls = {"send_ms": 0.0, "loop_stall_ms": 0.0, "server_stall_ms": None}
+    plain = audit_bundle(*bundle(tmp_path / "a", 30.0, 1.5, late_frame=20, window=stalls))
+    assert plain.check.valid and plain.check.unpaced == "send max 30.0 ms > 20 ms"
+    reacted = {"partner": [{"kind": "interrupt"}]}
+    partner = bundle(tmp_path / "b", 30.0, 1.5, late_frame=20, window=stalls, extra=reacted)
+    assert audit_bundle(*partner).check.invalid == "send max 30.0 ms > 20 ms"
+
+
+@pytest.mark.parametrize(("declared", "kept"), [(250.0, True), (None, False), ("x", False)])
+def test_fidelity_is_judged_by_the_receivers_recorded_tolerance(
+    tmp_path: Path, declared: object, kept: bool
+) -> None:
+    caps = {} if declared is None else {"input_jitter_ms": declared}
+    audit = audit_bundle(*bundle(tmp_path, 75.0, 1.5, late_frame=20, capabilities=caps))
+    # undeclared (or not a number): 60 ms, the one limit such a bundle was judged by
+    assert audit.check.faithful is kept
+    if not kept:
+        assert audit.check.unfaithful == "a frame 75.0 ms late > 60 ms"
