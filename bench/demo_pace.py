@@ -48,6 +48,7 @@ def main() -> int:
     p.add_argument("--tree", action="append", default=[], metavar="NAME=DIR")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--limit", type=int, help="samples per model (default: all 60)")
+    p.add_argument("--concurrency", type=int, help="the demo's ceiling per model (its default)")
     p.add_argument("--trace", action="store_true", help="stalls and long callbacks per process")
     p.add_argument(
         "--sample",
@@ -89,6 +90,8 @@ def one_demo(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd += ["--runs-dir", str(work / "runs"), "--run-prefix", "d"]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
+    if args.concurrency:
+        cmd += ["--concurrency", str(args.concurrency)]
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
