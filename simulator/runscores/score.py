@@ -78,10 +78,35 @@ class ScoreOutcome:
 def cut_reply(
     output: NDArray[np.float32], rate: int, onset_s: float, duration_s: float
 ) -> NDArray[np.float32]:
-    """The reply from its first to its last voiced frame, at 16 kHz, at most 30 s."""
+    """The reply from its onset to the end of its sound, at 16 kHz, at most 30 s."""
     lo = round(onset_s * rate)
-    hi = lo + round(min(duration_s, MAX_CLIP_S) * rate)
+    hi = sound_end(output, rate, lo, lo + round(min(duration_s, MAX_CLIP_S) * rate))
     return resample(output[lo:hi], rate, SAMPLE_RATE)[: int(MAX_CLIP_S * SAMPLE_RATE)]
+
+
+# the end of a reply's sound: its last sample at the edge level before this much below it
+SOUND_GAP_S = 0.04
+SOUND_EDGE_DBFS = -40.0  # VadConfig's edge_dbfs
+SOUND_FLOOR_S = 0.5  # the noise floor is the loudest sample this long before the onset
+SOUND_REACH_S = 0.1  # how far past the measured offset the sound may go on
+
+
+def sound_end(output: NDArray[np.float32], rate: int, lo: int, hi: int) -> int:
+    """One past the reply's last sample at the edge level, searched on from a frame before its
+    measured end ``hi`` up to the first 40 ms below that level: a rule on samples, so a reply
+    placed a few samples later on the timeline (arrival jitter against the VAD's 10 ms grid,
+    which decides the measured end) is cut to the same clip. Never before ``hi``."""
+    before = output[max(0, lo - round(SOUND_FLOOR_S * rate)) : lo]
+    floor = float(np.abs(before).max()) if before.size else 0.0
+    edge = max(10.0 ** (SOUND_EDGE_DBFS / 20.0), floor)
+    start = max(lo, hi - round(0.02 * rate))
+    stop = min(output.size, hi + round(SOUND_REACH_S * rate))
+    loud = np.flatnonzero(np.abs(output[start:stop]) >= edge) + start
+    if loud.size == 0:
+        return hi
+    gaps = np.flatnonzero(np.diff(loud) > round(SOUND_GAP_S * rate))
+    last = int(loud[gaps[0]] if gaps.size else loud[-1])
+    return max(hi, last + 1)
 
 
 def _reply_job(run: RunFolder, row: ResultRow) -> ClipJob | None:

@@ -62,10 +62,31 @@ def two_runs(tmp_path_factory) -> list[Path]:
 
 
 def test_cut_reply_is_onset_to_offset_at_16k_and_at_most_30s():
-    out = np.arange(24000 * 40, dtype=np.float32) / 1e6
+    out = np.zeros(24000 * 40, dtype=np.float32)
+    out[24000 : 24000 * 3] = 0.5  # sound from 1 s to 3 s, silence after
     clip = cut_reply(out, 24000, onset_s=1.0, duration_s=2.0)
     assert clip.size == 32000
+    out[24000:] = 0.5
     assert cut_reply(out, 24000, onset_s=1.0, duration_s=35.0).size == 30 * 16000
+
+
+@pytest.mark.parametrize("rate", [16000, 24000])
+def test_a_reply_is_cut_to_the_same_clip_wherever_it_falls_on_the_vad_grid(rate: int) -> None:
+    from duplexsim.core.audio import read_audio
+    from duplexsim.core.timing import measure_reply
+    from tests.helpers.paths import DEMO
+
+    # a reply with a natural tail: where the VAD's last voiced frame falls moves with its phase
+    speech = read_audio(DEMO / "audio" / "ar-sadness-1.reference.ogg", sample_rate=rate).samples
+    clips = []
+    for shift in range(0, rate // 100, 7):  # every phase of a 10 ms VAD frame
+        out = np.zeros(speech.size + 3 * rate, dtype=np.float32)
+        at = rate + shift
+        out[at : at + speech.size] = speech
+        t = measure_reply(out, rate, speech_end_s=0.5)
+        assert t.onset_s is not None and t.duration_s is not None
+        clips.append(cut_reply(out, rate, t.onset_s, t.duration_s))
+    assert all(c.size == clips[0].size and np.array_equal(c, clips[0]) for c in clips)
 
 
 def test_collect_clips_takes_replies_and_references(two_runs):
