@@ -35,7 +35,8 @@ from duplexsim.live.audio_io import AudioInput, AudioOptions, Player, open_input
 from duplexsim.live.audio_io.base import FloatArray
 from duplexsim.profiles.profile import ModelProfile, client_config
 from duplexsim.run.recording import record_session
-from duplexsim.run.runner import Endpoint, _check_writable, _endpoint, outcome_row
+from duplexsim.run.rows import outcome_row
+from duplexsim.run.runner import Endpoint, _check_writable, _endpoint
 from duplexsim.run.store import ResultRow, RunStore, store_filename
 from duplexsim.session.engine import LiveSource, SessionOutcome, SessionSettings, run_session
 

@@ -31,13 +31,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim import __version__
+from duplexsim.clients.base import DuplexClient
 from duplexsim.clients.registry import client_class
 from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import Benchmark, Sample
 from duplexsim.core.bundle import BundleMeta, SampleRef
 from duplexsim.core.errors import ConfigError, StorageError
 from duplexsim.core.names import check_name
-from duplexsim.core.partnermetrics import PartnerRecord
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
 from duplexsim.core.timing import speech_end
@@ -54,6 +54,7 @@ from duplexsim.run.partnerrun import PartnerOptions, check_partner, partner_clie
 from duplexsim.run.progress import Progress
 from duplexsim.run.providergate import ProviderGate
 from duplexsim.run.recording import package_versions, record_session, remove_unfinished
+from duplexsim.run.rows import outcome_row
 from duplexsim.run.runlock import run_lock
 from duplexsim.run.store import ResultRow, RunStore, session_key, store_filename
 from duplexsim.session.engine import (
@@ -533,35 +534,90 @@ async def _run_sample(
     slot: Slot,
     spend: _Spend,
 ) -> None:
-    sample = job.sample
+    """One sample: its inputs decoded off the loop, its attempts, its recording and row."""
+    inputs = await _Inputs.read(job.sample, opts, writer.pool)
+    tried = await _attempts(job, inputs, _Place(profile, endpoint, opts, writer.pool), progress,
+                            slot, spend)  # fmt: skip
+    row = await _record(job, inputs, tried, profile, opts, writer)
+    if spend.budget is not None:
+        await spend.budget.settle(job.key, row_cost(row, profile.price).known)
+    if tried.outcome.status == "failed":
+        progress.failed += 1
+    else:
+        progress.done += 1
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What every attempt of a sample streams: the context, where its speech ends, a partner
+    script's clips."""
+
+    context: NDArray[np.float32]
+    speech_end_s: float | None
+    clips: PartnerClips | None
+
+    @classmethod
+    async def read(
+        cls, sample: Sample, opts: RunOptions, pool: concurrent.futures.Executor
+    ) -> _Inputs:
+        loop = asyncio.get_running_loop()
+        vad = opts.settings.vad
+        context, end_s = await loop.run_in_executor(pool, _prepare_context, sample.context, vad)
+        clips = None
+        if sample.partner:
+            clips = await loop.run_in_executor(pool, read_partner_clips, sample.partner, vad)
+        return cls(context, end_s, clips)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where and how a run's sessions are run: the model, its endpoint, the options, the pool."""
+
+    profile: ModelProfile
+    endpoint: Endpoint
+    opts: RunOptions
+    pool: concurrent.futures.Executor
+
+
+@dataclass(frozen=True)
+class _Tried:
+    """A sample's last attempt and what all its attempts cost."""
+
+    outcome: SessionOutcome
+    client: DuplexClient
+    partner: dict[str, Any] | None  # the partner model's record (None: none played the user)
+    attempts: int
+    refused: int  # refusals by the provider's rate limits (not attempts)
+    usage: Usage  # every attempt is billed
+    waited_s: float  # held back by the provider's limits
+
+
+async def _attempts(
+    job: Job, inputs: _Inputs, at: _Place, progress: Progress, slot: Slot, spend: _Spend
+) -> _Tried:
+    """Sessions of one sample until one is kept: a failure is retried as the policy says, a
+    session that lost input fidelity always (up to ``--retries``), an imprecise one only when
+    asked; a refusal by the provider's limits waits its turn and is not an attempt."""
+    sample, opts, provider = job.sample, at.opts, spend.gate
     loop = asyncio.get_running_loop()
-    context, end_s = await loop.run_in_executor(
-        writer.pool, _prepare_context, sample.context, opts.settings.vad
-    )
-    clips = None
-    if sample.partner:
-        clips = await loop.run_in_executor(
-            writer.pool, read_partner_clips, sample.partner, opts.settings.vad
-        )
-    provider = spend.gate
     waited = await provider.turn()
     provider.started()
     usage = spend.prior.get(job.key, Usage())
     attempt = refused = 0
     while True:
         attempt += 1
-        client = client_class(profile.protocol)(client_config(profile, url=endpoint.url))
+        client = client_class(at.profile.protocol)(client_config(at.profile, url=at.endpoint.url))
         started = loop.time()
-        user, partner = _user_side(sample, context, clips, opts, endpoint)
+        user, partner = _user_side(sample, inputs.context, inputs.clips, opts, at.endpoint)
         outcome = await run_session(
             client,
             user,
             opts.settings,
             window_start_s=sample.context_turn_start_s or 0.0,
-            speech_end_s=end_s,
-            executor=writer.pool,
+            speech_end_s=inputs.speech_end_s,
+            executor=at.pool,
             tap=None if opts.monitor is None else opts.monitor(),
-            server_stalls=endpoint.server_stalls,
+            server_stalls=at.endpoint.server_stalls,
             on_rate_limits=provider.said,
         )
         usage = usage + outcome.usage  # every attempt is billed
@@ -581,22 +637,39 @@ async def _run_sample(
             waited += loop.time() - held
             provider.started()
             continue
-        wait = None
-        if outcome.status == "failed":
-            wait = opts.retry.delay(
-                attempt,
-                retryable=outcome.retryable,
-                retry_after_s=outcome.retry_after_s,
-                rng=random.Random(),
-            )
-        elif _worth_retrying(outcome, opts.retry_imprecise):
-            wait = opts.retry.delay(attempt, retryable=True, rng=random.Random())
+        wait = _retry_wait(outcome, attempt, opts)
         if wait is None:
-            break
+            return _Tried(outcome, client, partner, attempt, refused, usage, waited)
         progress.retries += 1
         await slot.retake(wait)
         waited += await provider.turn()
         provider.started()
+
+
+def _retry_wait(outcome: SessionOutcome, attempt: int, opts: RunOptions) -> float | None:
+    """How long before the next attempt (None: this one is kept)."""
+    if outcome.status == "failed":
+        return opts.retry.delay(
+            attempt,
+            retryable=outcome.retryable,
+            retry_after_s=outcome.retry_after_s,
+            rng=random.Random(),
+        )
+    if _worth_retrying(outcome, opts.retry_imprecise):
+        return opts.retry.delay(attempt, retryable=True, rng=random.Random())
+    return None
+
+
+async def _record(
+    job: Job,
+    inputs: _Inputs,
+    tried: _Tried,
+    profile: ModelProfile,
+    opts: RunOptions,
+    writer: _Writer,
+) -> ResultRow:
+    """The kept attempt's bundle and results row, written; the row."""
+    sample, outcome = job.sample, tried.outcome
     folder = opts.run_dir / "sessions" / job.key
     trial = job.trial if opts.trials > 1 or job.trial > 1 else None
     meta = BundleMeta(
@@ -611,28 +684,23 @@ async def _run_sample(
         ),
         run_id=opts.run_id,
         model=profile.describe(),
-        client=client.describe(),
-        capabilities=asdict(client.capabilities),
+        client=tried.client.describe(),
+        capabilities=asdict(tried.client.capabilities),
         settings=opts.settings.describe(),
         outcome={},  # filled in by record_session
-        attempts=attempt,
-        extra=_extra(sample, partner) | ({} if trial is None else {"trial": trial}),
+        attempts=tried.attempts,
+        extra=_extra(sample, tried.partner) | ({} if trial is None else {"trial": trial}),
     )
-    row = _row(job, outcome, attempt, folder, opts.run_dir, trial, partner is not None)
+    row = _row(job, outcome, tried.attempts, folder, opts.run_dir, trial, tried.partner is not None)
     row = dataclasses.replace(
         row,
-        **dataclasses.asdict(usage),
-        rate_limited=refused,
-        provider_wait_s=round(waited, 3),
-        context_s=round(context.size / CONTEXT_RATE, 3),
+        **dataclasses.asdict(tried.usage),
+        rate_limited=tried.refused,
+        provider_wait_s=round(tried.waited_s, 3),
+        context_s=round(inputs.context.size / CONTEXT_RATE, 3),
     )
     await writer.save(folder, outcome, meta, row)
-    if spend.budget is not None:
-        await spend.budget.settle(job.key, row_cost(row, profile.price).known)
-    if outcome.status == "failed":
-        progress.failed += 1
-    else:
-        progress.done += 1
+    return row
 
 
 def _worth_retrying(outcome: SessionOutcome, imprecise: bool) -> bool:
@@ -694,72 +762,6 @@ def _row(
         task=sample.task,
         emotions=emotions,
         trial=trial,
-    )
-
-
-def outcome_row(
-    sample_id: str,
-    language: str,
-    emotion: str,
-    outcome: SessionOutcome,
-    attempts: int,
-    folder: Path,
-    run_dir: Path,
-    *,
-    task: str | None = None,
-    emotions: Sequence[str | None] | None = None,
-    trial: int | None = None,
-    usage: Usage | None = None,
-    rate_limited: int = 0,
-    provider_wait_s: float = 0.0,
-    context_s: float | None = None,
-) -> ResultRow:
-    """The results row of one recorded session (``emotion`` "" where there is no reference);
-    ``emotions``: a partner script's, by step (None: no partner); ``sample_id`` is the
-    session's key (``session_key``) where it is one trial of several; ``usage``: over every
-    attempt of the sample (default: this session's own)."""
-    t = outcome.timing
-    used = outcome.usage if usage is None else usage
-    partner = None
-    if emotions is not None and outcome.status != "failed":
-        record = PartnerRecord.of_session(outcome.turns, outcome.partner, outcome.speech, emotions)
-        partner = record.to_json()
-    return ResultRow(
-        sample_id=sample_id,
-        status=outcome.status,
-        end_reason=outcome.end_reason,
-        error=outcome.error,
-        attempts=attempts,
-        language=language,
-        emotion=emotion,
-        latency_s=t.latency_s if t else None,
-        onset_s=t.onset_s if t else None,
-        reply_duration_s=t.duration_s if t else None,
-        overlap_s=t.overlap_s if t else None,
-        speech_end_s=t.speech_end_s if t else None,
-        send_p50_ms=outcome.send.p50_ms,
-        send_p99_ms=outcome.send.p99_ms,
-        send_max_ms=outcome.send.max_ms,
-        bytes_sent=outcome.bytes_sent,
-        bytes_received=outcome.bytes_received,
-        wall_s=round(outcome.wall_s, 3),
-        bundle=str(folder.relative_to(run_dir)),
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        timing_valid=outcome.check.valid,
-        timing_invalid=outcome.check.invalid,
-        loop_lag_max_ms=outcome.check.loop_lag_max_ms,
-        recv_lag_max_ms=outcome.check.recv_lag_max_ms,
-        truncated=outcome.truncated,
-        task=task,
-        latency_bound_ms=outcome.check.latency_bound_ms,
-        partner=partner,
-        trial=trial,
-        **dataclasses.asdict(used),
-        rate_limited=rate_limited,
-        provider_wait_s=round(provider_wait_s, 3),
-        context_s=None if context_s is None else round(context_s, 3),
-        input_faithful=outcome.check.faithful,
-        fidelity_lost=outcome.check.unfaithful,
     )
 
 

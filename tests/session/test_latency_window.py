@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from duplexsim.core.timing import LatencyWindow, TimingBudget, check_timing
-from duplexsim.run.runner import outcome_row
+from duplexsim.run.rows import outcome_row
 from duplexsim.session.engine import SessionOutcome, run_session
 from duplexsim.session.stalls import StallLog
 from tests.helpers.sessions import SETTINGS, context, echo

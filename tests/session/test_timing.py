@@ -10,7 +10,7 @@ import pytest
 
 from duplexsim.clients.fakekit.behaviours import behaviour_factory, synthetic_voice
 from duplexsim.core.turns import TurnSettings
-from duplexsim.run.runner import outcome_row
+from duplexsim.run.rows import outcome_row
 from duplexsim.run.summary import summarise_rows
 from duplexsim.session.engine import SessionOutcome, SessionSettings, run_session
 from tests.helpers.sessions import RATE, SETTINGS, SlowSend, context, echo
