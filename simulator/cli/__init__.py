@@ -83,10 +83,17 @@ def _sigterm_as_sigint() -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, _as_interrupt)
+    # a script's background job starts with SIGINT ignored (POSIX shells do that without job
+    # control), and so would ignore the SIGINT a SIGTERM becomes: the command answers both
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _as_interrupt(signum: int, frame: object) -> None:

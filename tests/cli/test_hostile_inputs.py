@@ -165,9 +165,15 @@ def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
         child.wait(10)
 
 
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
 def test_a_second_run_on_the_same_run_id_is_refused_at_once(
-    tmp_path: Path, make_benchmark: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    make_benchmark: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    sigint: str,
 ) -> None:
+    # "ignored": the first run is a script's background job, which starts with SIGINT ignored;
+    # the SIGTERM that ends it below must still end it
     bench = make_benchmark(n=4)
     argv = [
         "run", "--model", "fake:silent", "--benchmark", str(bench),
@@ -178,6 +184,7 @@ def test_a_second_run_on_the_same_run_id_is_refused_at_once(
         [sys.executable, "-m", "duplexsim", *argv, "--concurrency", "1"],
         env=env,
         stderr=subprocess.DEVNULL,
+        preexec_fn=_ignore_sigint if sigint == "ignored" else None,
     )
     try:
         lock = tmp_path / "runs" / "same" / ".writer.lock"
@@ -193,9 +200,12 @@ def test_a_second_run_on_the_same_run_id_is_refused_at_once(
     finally:
         first.send_signal(signal.SIGTERM)
         try:
-            # a run on a loaded machine finishes the bundle under way first: give it time
-            first.wait(120)
+            first.wait(30)  # its 4 sessions would take longer: it stopped
         except subprocess.TimeoutExpired:
             first.kill()
             first.wait()
             raise
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
