@@ -84,16 +84,18 @@ def cut_reply(
     return resample(output[lo:hi], rate, SAMPLE_RATE)[: int(MAX_CLIP_S * SAMPLE_RATE)]
 
 
-# the end of a reply's sound: its last sample at the edge level before this much below it
-SOUND_GAP_S = 0.04
+# the end of a reply's sound: its last sample at the edge level before this much below it.
+# The VAD's last voiced frame moves with the reply's phase on its grid by up to ~115 ms on the
+# demo's replies (a short burst after a pause is in or out): the search bridges such pauses.
+SOUND_GAP_S = 0.1
 SOUND_EDGE_DBFS = -40.0  # VadConfig's edge_dbfs
 SOUND_FLOOR_S = 0.5  # the noise floor is the loudest sample this long before the onset
-SOUND_REACH_S = 0.1  # how far past the measured offset the sound may go on
+SOUND_REACH_S = 0.3  # how far past the measured offset the sound may go on
 
 
 def sound_end(output: NDArray[np.float32], rate: int, lo: int, hi: int) -> int:
     """One past the reply's last sample at the edge level, searched on from a frame before its
-    measured end ``hi`` up to the first 40 ms below that level: a rule on samples, so a reply
+    measured end ``hi`` up to the first 100 ms below that level: a rule on samples, so a reply
     placed a few samples later on the timeline (arrival jitter against the VAD's 10 ms grid,
     which decides the measured end) is cut to the same clip. Never before ``hi``."""
     before = output[max(0, lo - round(SOUND_FLOOR_S * rate)) : lo]

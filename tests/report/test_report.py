@@ -71,13 +71,16 @@ def test_cut_reply_is_onset_to_offset_at_16k_and_at_most_30s():
 
 
 @pytest.mark.parametrize("rate", [16000, 24000])
-def test_a_reply_is_cut_to_the_same_clip_wherever_it_falls_on_the_vad_grid(rate: int) -> None:
+@pytest.mark.parametrize("name", ["ar-sadness-1", "it-confusion-1"])
+def test_a_reply_is_cut_to_the_same_clip_wherever_it_falls_on_the_vad_grid(
+    rate: int, name: str
+) -> None:
     from duplexsim.core.audio import read_audio
     from duplexsim.core.timing import measure_reply
     from tests.helpers.paths import DEMO
 
     # a reply with a natural tail: where the VAD's last voiced frame falls moves with its phase
-    speech = read_audio(DEMO / "audio" / "ar-sadness-1.reference.ogg", sample_rate=rate).samples
+    speech = read_audio(DEMO / "audio" / f"{name}.reference.ogg", sample_rate=rate).samples
     clips = []
     for shift in range(0, rate // 100, 7):  # every phase of a 10 ms VAD frame
         out = np.zeros(speech.size + 3 * rate, dtype=np.float32)
