@@ -10,7 +10,12 @@ loop run at once is the ``PaceWindow``'s, learnt from the sessions themselves in
   has gone down there; what any load loses is not ours to wait out);
 - the window then moves like a binary search between the largest load that kept pace and the
   smallest that did not: doubling while no round has failed, halfway once one has, and it stays
-  once the two are a step apart (it converges instead of halving and regrowing). A load that
+  once the two are a step apart (it converges instead of halving and regrowing);
+- a round that lost precision (not fidelity) at a load not known to fail is *doubted*, not
+  believed: the next round runs at the same load, and only if it fails too has the load failed.
+  One stall (the machine's own, or the runs' start-up) reaches every session whose latency
+  window is open at that instant, several at once; a load too high for the machine loses pace
+  round after round. A load that
   failed is tried again now and then (one round in ``PROBE_AFTER`` + 1), so a machine that got
   quieter is used; a round that fails at a load that kept pace says the machine got busier, and
   that load is forgotten;
@@ -78,6 +83,7 @@ class PaceWindow:
     bad_ended: int = 0  # ... of how many
     machine: float = 0.0  # the share lost at FLOOR sessions: the machine's own
     kept: int = 0  # rounds in a row that kept pace at the converged load
+    doubted: float = 0.0  # a load whose last round lost precision, not yet believed (0: none)
     rounds: list[tuple[float, int, int, int, bool]] = field(default_factory=list)
     _round: _Round | None = None
 
@@ -120,12 +126,23 @@ class PaceWindow:
             kept = r.unfaithful == 0 and r.imprecise <= self.allowed(r.ended)
         self.rounds.append((r.size, r.ended, r.imprecise, r.unfaithful, kept))
         self._round = None
+        if not kept and self._doubt(load, r):
+            return  # the same load again: one burst of losses is not yet the load's
+        self.doubted = 0.0
         if self.bad < math.inf and self._explained(self.bad_lost, self.bad_ended):
             self.bad = math.inf  # that load failed on what the machine loses at any load
         if kept:
             self._kept(load, held=r.peak >= sessions)
         else:
             self._failed(load, r)
+
+    def _doubt(self, load: float, r: _Round) -> bool:
+        """Whether a failed round is doubted (run again at its load) rather than believed: its
+        first failure, on precision alone, at a load not known to fail."""
+        if r.unfaithful or self.doubted or load >= self.bad or load <= FLOOR:
+            return False
+        self.doubted = load
+        return True
 
     def _explained(self, lost: int | None, ended: int) -> bool:
         """Whether a failed round's precision losses are what the machine loses by itself (a
@@ -174,6 +191,7 @@ class PaceWindow:
             "capacity": self.capacity,
             "kept_pace_at": self.good or None,
             "lost_pace_at": None if self.bad == math.inf else self.bad,
+            "doubted": self.doubted or None,
             "machine_imprecise_share": round(self.machine, 3),
             "rounds": len(self.rounds),
         }

@@ -74,7 +74,36 @@ def test_a_round_is_judged_only_once_enough_of_it_ended() -> None:
 def test_one_stray_imprecise_session_does_not_fail_a_round() -> None:
     w = PaceWindow(size=16.0)
     assert play(w, 1, 1 / 8, capacity=0) == [32]  # one of eight: a stray
-    assert play(w, 1, 3 / 16, capacity=0) == [24]  # three of sixteen: the load; back halfway
+    # three of sixteen: doubted, run again; three again: the load, back halfway
+    assert play(w, 2, 3 / 16, capacity=0) == [32, 24]
+
+
+def test_a_round_that_lost_precision_once_is_run_again_before_its_load_is_believed() -> None:
+    # the first round: three of its eight ended sessions lost precision to one burst (the runs'
+    # start-up, a stall of the machine); the same load runs again, keeps pace, and it doubles
+    w = PaceWindow()
+    assert play(w, 1, 3 / 8, capacity=0) == [16]
+    assert w.doubted == 16 and w.bad == math.inf and w.good == 0
+    assert play(w, 2) == [32, 64]
+    assert w.doubted == 0 and w.good == 32 and w.bad == math.inf
+    assert w.describe()["doubted"] is None
+
+
+def test_a_doubted_load_that_fails_again_is_believed_and_a_known_one_at_once() -> None:
+    w = PaceWindow(size=32.0)
+    assert play(w, 2, 0.3, capacity=20) == [32, 16]  # doubted, then believed: 32 failed
+    assert w.bad == 32 and w.doubted == 0
+    sizes = play(w, 3, 0.3, capacity=20)  # 16 keeps pace; 24 (below 32, not known) is doubted
+    assert sizes == [24, 24, 20], sizes
+    w2 = PaceWindow(size=24.0, bad=24.0)
+    assert play(w2, 1, 0.3, capacity=20) == [12]  # a load known to fail: no doubt, halved
+
+
+def test_a_round_that_lost_fidelity_is_never_doubted() -> None:
+    w = PaceWindow()
+    w.started(1.0, 16)
+    w.ended(1.0, precise=False, faithful=False)
+    assert w.doubted == 0 and w.bad == 16 and w.sessions == 8
 
 
 @pytest.mark.parametrize("capacity", [6, 11, 23, 40])
