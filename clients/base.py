@@ -56,6 +56,11 @@ class Capabilities:
     # minimum timeout plus the round trip) and the hosted APIs buffer input whole; a WebRTC
     # jitter buffer plays out against a target of tens of milliseconds
     input_jitter_ms: float = 250.0
+    # each input frame is answered by one output frame (``frame_ms`` of audio) as it arrives,
+    # and replies are decided on the input's media time, with no wall-clock timer: a reply's
+    # onset can then have waited only on the input frame its first frame answers (the latency
+    # window's sends, docs/metrics.md)
+    answers_each_frame: bool = False
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ class PcmWsClient(WebSocketClient):
             end_of_turn_signal=True,
             server_vad=True,
             continuous_output=True,  # one output frame per input frame, silence included
+            # the protocol's contract: each frame answered as it arrives, on media time
+            answers_each_frame=True,
         )
 
     async def handshake(self, ws: WsConnection) -> None:

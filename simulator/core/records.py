@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["EventRecords", "merged_log"]
+__all__ = ["EventRecords", "chunk_holding", "merged_log"]
 
 
 class EventRecords:
@@ -65,12 +66,15 @@ class EventRecords:
     def stamp_of(self, position_s: float, rate: int) -> float:
         """When the audible chunk that holds timeline position ``position_s`` was stamped (the
         position itself where no chunk holds it); ``rate``: the output's."""
-        for i in range(len(self.recv_t) - 1, -1, -1):
-            placed = self.recv_placed[i]
-            end = placed + self.recv_samples[i] / rate
-            if not self.recv_silent[i] and placed <= position_s < end:
-                return self.recv_t[i]
-        return position_s
+        i = self.chunk_of(position_s, rate)
+        return position_s if i is None else self.recv_t[i]
+
+    def chunk_of(self, position_s: float, rate: int) -> int | None:
+        """The number of the audible chunk received that holds timeline position
+        ``position_s`` (None: none does); ``rate``: the output's."""
+        return chunk_holding(
+            self.recv_placed, self.recv_samples, self.recv_silent, position_s, rate
+        )
 
     @property
     def sends(self) -> list[tuple[int, float, float, int]]:
@@ -120,3 +124,18 @@ def merged_log(*sides: tuple[EventRecords, str]) -> list[dict[str, Any]]:
     rows = [(t, i, order, e) for i, (r, side) in enumerate(sides) for t, order, e in r._log(side)]
     rows.sort(key=lambda row: (row[0], row[1], row[2]))
     return [e for *_, e in rows]
+
+
+def chunk_holding(
+    placed_s: Sequence[float],
+    samples: Sequence[int],
+    silent: Sequence[bool | int],
+    position_s: float,
+    rate: int,
+) -> int | None:
+    """The last audible chunk (by order received) placed over ``position_s`` (None: none is)."""
+    for i in range(len(placed_s) - 1, -1, -1):
+        start = placed_s[i]
+        if not silent[i] and start <= position_s < start + samples[i] / rate:
+            return i
+    return None

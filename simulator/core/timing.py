@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ __all__ = [
     "SendStats",
     "TimingBudget",
     "TimingCheck",
+    "answered_send",
     "check_timing",
     "fidelity_lost",
     "input_late_limit_ms",
@@ -188,17 +190,44 @@ def window_send_s(
     send_t_s: Sequence[float],
     timing: ReplyTiming,
     frame_s: float,
+    answered: int | None = None,
 ) -> float:
     """How late the latest send was among those due from the frame holding the user's speech end
     to the reply's onset (a model hears the end of the turn, and the silence after it, only as
-    they arrive; when it decided is its own); 0.0 without a reply."""
+    they arrive; when it decided is its own); 0.0 without a reply. ``answered``: the send whose
+    answer holds the onset, for a model that answers each frame as it arrives and decides on
+    its input's media time (``answered_send``): only that frame's lateness can have moved the
+    reply (the frames before it left before it, the ones after came after the reply)."""
     onset = timing.onset_s
     if onset is None:
         return 0.0
+    if answered is not None:
+        return max(0.0, send_t_s[answered] - send_due_s[answered])
     end = onset if timing.speech_end_s is None else timing.speech_end_s
     lo = min(end, onset) - frame_s
     late = (t - due for t, due in zip(send_t_s, send_due_s, strict=True) if lo <= due <= onset)
     return max(0.0, max(late, default=0.0))  # no send in the window (sending had stopped): 0
+
+
+def answered_send(
+    send_n: Sequence[int],
+    send_t_s: Sequence[float],
+    recv_samples: Sequence[int],
+    recv_t_s: Sequence[float],
+    chunk: int | None,
+    frame_len: int,
+) -> int | None:
+    """The send (its index) of the input frame that received chunk ``chunk`` answers, for a
+    model that answers each input frame with one output frame of ``frame_len`` samples: the
+    output before the chunk, in frames. None where there is no such chunk, that frame was not
+    sent, or it was sent after its answer came (the model did not answer frame by frame)."""
+    if chunk is None or not 0 <= chunk < len(recv_t_s) or frame_len <= 0:
+        return None
+    frame = sum(recv_samples[:chunk]) // frame_len
+    i = bisect.bisect_left(send_n, frame)
+    if i == len(send_n) or send_n[i] != frame or send_t_s[i] > recv_t_s[chunk]:
+        return None
+    return i
 
 
 def latency_window(

@@ -15,13 +15,17 @@ from typing import Any
 from duplexsim.core.audio import read_audio
 from duplexsim.core.bundle import MAX_SESSION_S, OUTPUT, BundleMeta, number_problem
 from duplexsim.core.errors import InputError, RunFolderError
+from duplexsim.core.records import EventRecords
 from duplexsim.core.runfolder import RunFolder
 from duplexsim.core.timing import (
     LatencyWindow,
+    ReplyTiming,
     TimingBudget,
     TimingCheck,
+    answered_send,
     check_timing,
     measure_reply,
+    window_send_s,
 )
 from duplexsim.core.vad import BEFORE_RUN_RULE, VadConfig
 
@@ -60,7 +64,7 @@ def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -
     outcome = meta.outcome
     timing = outcome.get("timing") or {}
     recorded = timing.get("onset_s") if outcome.get("status") == "ok" else None
-    span = _recorded_window(outcome, recorded)
+    span = _recorded_window(outcome, recorded, meta.capabilities)
     # judged as the session was: by its window, or throughout where a partner reacted or the
     # session was recorded before the window was checked
     reacted = bool(meta.extra.get("partner") or meta.extra.get("partner_model"))
@@ -92,28 +96,37 @@ def audit_bundle(bundle: Path, meta: BundleMeta, run: RunFolder | None = None) -
 
 @dataclass(frozen=True)
 class _Span:
-    """The latency window's span on the timeline, and the stalls the session recorded in it
-    (the files cannot show a stall; the sends they can)."""
+    """The latency window as the session recorded it: its reply's timing, and the stalls it
+    recorded in it (the files cannot show a stall; the sends they can)."""
 
-    lo_s: float
-    onset_s: float
+    timing: ReplyTiming
     loop_stall_ms: float
     server_stall_ms: float | None
+    answers_each_frame: bool  # the model answers each input frame as it arrives (capabilities)
 
 
-def _recorded_window(outcome: Mapping[str, Any], onset_s: Any) -> _Span | None:
+def _recorded_window(
+    outcome: Mapping[str, Any], onset_s: Any, capabilities: Mapping[str, Any]
+) -> _Span | None:
     timing = outcome.get("timing") or {}
     window = (outcome.get("check") or {}).get("window")
     if not isinstance(onset_s, int | float) or not isinstance(window, dict):
         return None  # no reply, or recorded before the window was checked
     end = timing.get("speech_end_s")
-    end = float(onset_s) if not isinstance(end, int | float) else float(end)
     server = window.get("server_stall_ms")
     return _Span(
-        lo_s=min(end, float(onset_s)),
-        onset_s=float(onset_s),
+        timing=ReplyTiming(
+            speech_end_s=float(end) if isinstance(end, int | float) else None,
+            onset_s=float(onset_s),
+            offset_s=None,
+            latency_s=None,
+            duration_s=None,
+            overlap_s=0.0,
+        ),
         loop_stall_ms=float(window.get("loop_stall_ms") or 0.0),
         server_stall_ms=float(server) if isinstance(server, int | float) else None,
+        # recorded before it was declared: judged by every send in the window, as it was then
+        answers_each_frame=capabilities.get("answers_each_frame") is True,
     )
 
 
@@ -128,28 +141,36 @@ def _send_check(
     """Each recorded send against the schedule (frame n due at n frames), not against the due
     time the session wrote beside it: a session whose clock or schedule went wrong shows here.
     The latency window's sends are taken from the files too, its stalls from the record."""
-    frame_s = 0.02
-    errors: list[float] = []
-    lags: list[float] = []
-    dues: list[float] = []
+    frame_s, rate = 0.02, 0
+    sent = EventRecords()  # the sends and receives as recorded, due on the schedule
     for event in run.strict_events(bundle):
         if event.get("kind") == "start":
             frame_s = float(event.get("frame_ms", 20)) / 1000.0
+            rate = int(event.get("output_rate") or 0)
         elif event.get("dir") == "send" and "n" in event:
-            due = int(event["n"]) * frame_s
-            dues.append(due)
-            errors.append(float(event["t"]) - due)
-            lags.append(float(event.get("woke", event["t"])) - due)
+            n = int(event["n"])
+            woke = float(event.get("woke", event["t"]))
+            sent.add_send(n, float(event["t"]), n * frame_s, 0, woke)
+        elif event.get("dir") == "recv" and event.get("kind") == "audio":
+            placed = float(event.get("placed_s", event["t"]))
+            silent = bool(event.get("silent"))
+            sent.add_received(float(event["t"]), int(event["samples"]), placed, None, silent)
     window = None
     if span is not None:
-        lo = span.lo_s - frame_s
-        late = [e for d, e in zip(dues, errors, strict=True) if lo <= d <= span.onset_s]
+        answered = None
+        if span.answers_each_frame and rate > 0:
+            chunk = sent.chunk_of(span.timing.onset_s or 0.0, rate)
+            frame_len = round(rate * frame_s)
+            answered = answered_send(
+                sent.send_n, sent.send_t, sent.recv_samples, sent.recv_t, chunk, frame_len
+            )
+        send_s = window_send_s(sent.send_due, sent.send_t, span.timing, frame_s, answered)
         window = LatencyWindow(
-            send_ms=round(1000.0 * max([0.0, *late]), 3),
+            send_ms=round(1000.0 * send_s, 3),
             loop_stall_ms=span.loop_stall_ms,
             server_stall_ms=span.server_stall_ms,
         )
     return check_timing(
-        errors, lags, 0.0, frame_s, budget, window,
+        sent.send_errors(), sent.loop_lags(), 0.0, frame_s, budget, window,
         receiver_late_ms=float(receiver_ms), throughout=throughout,
     )  # fmt: skip

@@ -389,7 +389,7 @@ async def run_session(
         truncated = s.tracker.truncated(timed_out)
         window = reply_window(
             timing, s.records, s.sender.frame_s, s.caps.output_rate, s.t0,
-            loop_stalls, server_stalls,
+            loop_stalls, server_stalls, answers_each_frame=s.caps.answers_each_frame,
         )  # fmt: skip
         if truncated is None and s.tracker.onset_s is not None and s.tracker.ended is None:
             truncated = s.user.end_reason  # a reply the user's own limit cut

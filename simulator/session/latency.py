@@ -1,5 +1,6 @@
 """What this machine may have added to a reply's latency (``LatencyWindow``): the sends due from
-the frame holding the user's speech end to the onset (``timing.window_send_s``), the stall of our
+the frame holding the user's speech end to the onset (``timing.window_send_s``; for a model that
+answers each frame as it arrives, the one frame the onset answers), the stall of our
 loop that ended as the onset's chunk was stamped (its bytes waited that long to be read), and the
 stall of a co-located fake server as that chunk left it (it answers each frame as it reads it,
 so only then does a stall move its reply). The stall logs are in the loop's time: given only when
@@ -9,7 +10,13 @@ the session runs on the loop's own clock.
 from __future__ import annotations
 
 from duplexsim.core.records import EventRecords
-from duplexsim.core.timing import LatencyWindow, ReplyTiming, latency_window, window_send_s
+from duplexsim.core.timing import (
+    LatencyWindow,
+    ReplyTiming,
+    answered_send,
+    latency_window,
+    window_send_s,
+)
 from duplexsim.session.stalls import StallLog
 
 __all__ = ["STAMP_SLACK_S", "reply_window"]
@@ -27,14 +34,24 @@ def reply_window(
     t0: float,
     loop: StallLog | None,
     server: StallLog | None,
+    *,
+    answers_each_frame: bool = False,
 ) -> LatencyWindow | None:
     """The reply's latency window (None: no reply); ``t0``: the timeline's origin on the loop's
-    clock."""
+    clock; ``answers_each_frame``: the model answers each input frame with one output frame as
+    it arrives (``Capabilities``), so only the frame its onset answers counts among the sends."""
     onset = timing.onset_s
     if onset is None:
         return None
-    send_s = window_send_s(records.send_due, records.send_t, timing, frame_s)
-    stamped = t0 + records.stamp_of(onset, output_rate)
+    chunk = records.chunk_of(onset, output_rate)
+    answered = None
+    if answers_each_frame:
+        frame_len = round(output_rate * frame_s)
+        answered = answered_send(
+            records.send_n, records.send_t, records.recv_samples, records.recv_t, chunk, frame_len
+        )
+    send_s = window_send_s(records.send_due, records.send_t, timing, frame_s, answered)
+    stamped = t0 + (onset if chunk is None else records.recv_t[chunk])
     loop_s = 0.0 if loop is None else loop.worst(stamped - STAMP_SLACK_S, stamped)
     server_s = None
     if server is not None:

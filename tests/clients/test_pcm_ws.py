@@ -258,10 +258,14 @@ def config(url: str, *, api_key: str | None = None, clock: Clock = time.monotoni
 
 
 async def converse(
-    client: PcmWsClient, x: np.ndarray, pace_s: float | None = None
+    client: PcmWsClient,
+    x: np.ndarray,
+    pace_s: float | None = None,
+    late: tuple[int, float] = (-1, 0.0),
 ) -> list[ClientEvent]:
-    """Send ``x`` in 20 ms frames (as fast as possible, or at T0 + n·pace_s) and collect every
-    event until the output has caught up with the input or an error arrived."""
+    """Send ``x`` in 20 ms frames (as fast as possible, or at T0 + n·pace_s; frame ``late[0]``
+    ``late[1]`` s after that) and collect every event until the output has caught up with the
+    input or an error arrived."""
     events: list[ClientEvent] = []
     caught_up = asyncio.Event()
 
@@ -279,7 +283,8 @@ async def converse(
     try:
         for n, i in enumerate(range(0, x.size, FRAME)):
             if pace_s is not None:
-                await asyncio.sleep(max(0.0, t0 + n * pace_s - loop.time()))
+                due = t0 + n * pace_s + (late[1] if n == late[0] else 0.0)
+                await asyncio.sleep(max(0.0, due - loop.time()))
             await client.send_audio(x[i : i + FRAME])
     except Disconnected:
         pass
@@ -352,6 +357,37 @@ def test_delayed_echo_onset_in_real_time_arrives_at_latency() -> None:
     assert end is not None and onset_s is not None
     error = onset_s - end[1] - 0.8
     assert -0.005 < error < 0.05, f"onset error {error * 1000:.1f} ms"
+
+
+def test_a_replys_first_frame_answers_the_input_frame_of_its_number() -> None:
+    """What the client declares (``answers_each_frame``), shown by the fake over real loopback
+    sockets on the virtual clock: the chunk that holds a reply's onset answers the input frame
+    of its own number, as that frame arrives. That frame sent 7 ms late delays the onset by 7
+    ms; a frame before it, as late, does not move it."""
+    x = speech_clip(0.3, 0.6, 1.0)
+    assert PcmWsClient(config("ws://127.0.0.1:1")).capabilities.answers_each_frame
+
+    def onset_chunk(late: tuple[int, float]) -> tuple[int, float]:
+        async def main() -> tuple[int, float]:
+            clock = asyncio.get_running_loop().time
+            factory = behaviour_factory("delayed-echo", latency_s=0.3)
+            async with await start_server(factory) as server:
+                client = PcmWsClient(config(server.url, clock=clock))
+                await client.connect()
+                t0 = clock()
+                events = await converse(client, x, pace_s=FRAME / RATE, late=late)
+            chunks = [e for e in events if isinstance(e, AudioOut)]
+            j = next(i for i, e in enumerate(chunks) if np.any(e.samples))
+            return j, chunks[j].arrival - t0
+
+        return run_virtual(main())
+
+    j, on_time = onset_chunk((-1, 0.0))
+    assert on_time >= j * FRAME / RATE  # it came once frame j had been sent
+    before = onset_chunk((j - 5, 0.007))
+    assert before[0] == j and before[1] == pytest.approx(on_time, abs=1e-4)
+    itself = onset_chunk((j, 0.007))
+    assert itself[0] == j and itself[1] == pytest.approx(on_time + 0.007, abs=1e-4)
 
 
 async def test_extra_latency_delays_every_message() -> None:

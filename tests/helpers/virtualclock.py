@@ -100,9 +100,11 @@ class ScriptedClient(DuplexClient):
         close_at_s: float | None = None,
         connect_timeout_s: float = 10.0,
         input_jitter_ms: float = Capabilities.input_jitter_ms,
+        answers_each_frame: bool = False,
     ) -> None:
         super().__init__(ClientConfig(url="scripted://", connect_timeout_s=connect_timeout_s))
         self.input_jitter_ms = input_jitter_ms
+        self.answers_each_frame = answers_each_frame
         self.behaviour = behaviour
         self.rate = rate
         self.delay = delay
@@ -124,6 +126,7 @@ class ScriptedClient(DuplexClient):
             end_of_turn_signal=self.end_of_turn,
             continuous_output=self.continuous,
             input_jitter_ms=self.input_jitter_ms,
+            answers_each_frame=self.answers_each_frame,
         )
 
     async def connect(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,17 +26,24 @@ def bundle(
     window: dict[str, float | None] | None = None,
     capabilities: dict[str, object] | None = None,
     extra: dict[str, object] | None = None,
+    answered: bool = False,
 ) -> tuple[Path, BundleMeta]:
     """A recorded session: 100 frames sent, frame ``late_frame`` ``late_ms`` late; a reply at
-    1.5-2.5 s; ``window``: the latency window's stalls as the session recorded them."""
+    1.5-2.5 s; ``window``: the latency window's stalls as the session recorded them;
+    ``answered``: each frame answered by one output frame 0.5 ms after it left (recorded)."""
     folder = tmp_path / "sessions" / "s0"
     out = np.zeros(4 * RATE, np.float32)
     out[round(1.5 * RATE) : round(2.5 * RATE)] = voiced_signal(1.0)
     write_wav(folder / "output.wav", out)
-    events = [{"t": 0.0, "dir": "local", "kind": "start", "frame_ms": 20}]
+    events = [{"t": 0.0, "dir": "local", "kind": "start", "frame_ms": 20, "output_rate": RATE}]
     for n in range(100):
         t = n * 0.02 + (late_ms / 1000 if n == late_frame else 0.0001)
         events.append({"t": t, "dir": "send", "kind": "audio", "n": n, "due": n * 0.02, "woke": t})
+        if answered:
+            silent = not 1.5 <= n * 0.02 < 2.5
+            placed = n * 0.02 if silent else t + 0.0005
+            events.append({"t": t + 0.0005, "dir": "recv", "kind": "audio", "samples": 320,
+                           "placed_s": placed, "offset_s": None, "silent": silent})  # fmt: skip
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     meta = BundleMeta(
         sample=SampleRef("s0", context_turn_start_s=0.0),
@@ -85,6 +93,25 @@ def test_the_latency_window_is_checked_from_the_sends_and_the_recorded_stalls(
     assert not audit_bundle(*bundle(tmp_path / "c", 0.1, 1.5, window=served)).check.valid
     # recorded before the window was checked: no window to audit
     assert audit_bundle(*bundle(tmp_path / "d", 0.1, 1.5)).check.window is None
+
+
+def test_a_model_that_answers_each_frame_is_audited_by_the_frame_its_onset_answers(
+    tmp_path: Path,
+) -> None:
+    stalls = {"send_ms": 0.0, "loop_stall_ms": 1.0, "server_stall_ms": None}
+    caps = {"answers_each_frame": True}
+    # frame 60 (1.2 s), inside the window, 4.5 ms late: it left before frame 75, whose answer
+    # holds the onset and which left on time; the session judged it so, and so does replay
+    kw: dict[str, Any] = {"window": stalls, "capabilities": caps, "answered": True}
+    inside = audit_bundle(*bundle(tmp_path / "a", 4.5, 1.5006, late_frame=60, **kw))
+    assert inside.check.valid and inside.check.window is not None
+    assert inside.check.window.send_ms == pytest.approx(0.1)
+    # the frame the onset answers, late: the reply waited on it
+    onset = audit_bundle(*bundle(tmp_path / "b", 4.5, 1.505, late_frame=75, **kw))
+    assert onset.check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    # recorded before models declared it: every send in the window counts, as it did then
+    old = bundle(tmp_path / "c", 4.5, 1.5006, late_frame=60, window=stalls, answered=True)
+    assert audit_bundle(*old).check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
 
 
 def test_a_late_send_outside_the_window_spoils_only_a_session_timed_throughout(

@@ -104,6 +104,35 @@ def test_a_late_send_before_the_turn_ended_does_not_count() -> None:
     assert out.check.valid and out.check.latency_bound_ms == 0.0
 
 
+def test_a_model_that_answers_each_frame_is_late_only_by_the_frame_its_onset_answers() -> None:
+    on_time = session(echo(0.5))
+    assert on_time.timing is not None and on_time.timing.onset_s is not None
+    onset_frame = round(on_time.timing.onset_s / FRAME_S)  # its chunk answers this frame
+    after_end = round(SPEECH_END_S / FRAME_S) + 3
+    # a frame late after the speech end, before the onset's: it left, late, before the frame
+    # the onset answers, which left on time; the reply waited on nothing late
+    early = session(SlowSend(after_end, 0.007, answers_each_frame=True))
+    assert early.check.send.max_ms == pytest.approx(7.0, abs=1e-6)
+    assert early.check.valid and early.check.window is not None
+    assert early.check.window.send_ms == 0.0
+    assert early.timing is not None and early.timing.onset_s == on_time.timing.onset_s
+    # the frame the onset answers, late: the reply came that much later, and the window says so
+    late = session(SlowSend(onset_frame, 0.007, answers_each_frame=True))
+    assert late.check.invalid == "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0)"
+    assert late.timing is not None and late.timing.onset_s is not None
+    assert late.timing.onset_s == pytest.approx(on_time.timing.onset_s + 0.007, abs=1e-6)
+
+
+def test_a_model_that_answers_ahead_of_its_input_is_judged_by_every_send_in_the_window() -> None:
+    # it claims to answer each frame as it arrives, but its answers come before our frames
+    # leave (each 30 ms ahead): the record contradicts it, and the window's sends all count
+    ahead = SlowSend(
+        round(SPEECH_END_S / FRAME_S) + 3, 0.007, answers_each_frame=True, delay=lambda k: -0.03
+    )
+    out = session(ahead)
+    assert out.check.invalid == "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0)"
+
+
 def test_a_session_with_no_reply_has_no_bound() -> None:
     out = run_virtual(run_session(echo(0.5), np.zeros(16000, np.float32), SETTINGS))
     assert out.status == "no-reply" and out.check.latency_bound_ms is None
