@@ -313,7 +313,8 @@ class ServerProtocol:
         if item is None:
             message = f"Item with id '{fields['item_id']}' not found."
             return [self._error("invalid_value", message, "item_id", obj.get("event_id"))]
-        generated = item.audio.bytes_sent // 2 * 1000 // item.audio.rate  # sent as deltas
+        out_rate = self._d.out_rate(self._rate)  # the deltas' PCM, not the input's rate
+        generated = item.audio.bytes_sent // 2 * 1000 // out_rate  # sent as deltas
         if not isinstance(end, int) or isinstance(end, bool) or not 0 <= end <= generated:
             message = f"audio_end_ms {end!r} is past the item's {generated} ms of audio."
             return [self._error("invalid_value", message, "audio_end_ms", obj.get("event_id"))]

@@ -707,5 +707,27 @@ def test_fake_truncates_only_audio_it_generated() -> None:
     assert missing["type"] == "error" and missing["error"]["param"] == "item_id"
 
 
+def test_fake_measures_the_audio_it_generated_at_the_output_rate() -> None:
+    """qwen-omni-realtime hears 16 kHz and speaks 24 kHz: a truncation is checked against the
+    milliseconds of 24 kHz audio it sent, not that many samples at the input's rate."""
+    server, _ = fake(dialect="qwen")
+    x = np.concatenate([voiced_signal(1.5, 16000), np.zeros(16000, np.float32)])
+    sent: list[dict[str, Any]] = []
+    for frame in frame_signal(x, 320):
+        sent += texts(server.receive_text(wire.audio_append(frame)))
+    deltas = [m for m in sent if m["type"].endswith("audio.delta")]
+    assert deltas and server.responses == 1
+    generated_ms = sum(len(base64.b64decode(m["delta"])) for m in deltas) // 2 * 1000 // 24000
+
+    def truncate(end_ms: int) -> dict[str, Any]:
+        fields = {"item_id": deltas[0]["item_id"], "content_index": 0, "audio_end_ms": end_ms}
+        [answer] = texts(server.receive(event("conversation.item.truncate", **fields)))
+        return answer
+
+    assert truncate(generated_ms)["type"] == "conversation.item.truncated"
+    past = truncate(generated_ms + 1)
+    assert past["type"] == "error" and past["error"]["param"] == "audio_end_ms"
+
+
 def b64_pcm(samples: np.ndarray) -> str:
     return base64.b64encode(float_to_pcm16(samples)).decode()
