@@ -151,7 +151,7 @@ def _send_check(
             n = int(event["n"])
             woke = float(event.get("woke", event["t"]))
             sent.add_send(n, float(event["t"]), n * frame_s, 0, woke)
-        elif event.get("dir") == "recv" and event.get("kind") == "audio":
+        elif event.get("dir") == "recv" and event.get("kind") == "audio" and "samples" in event:
             placed = float(event.get("placed_s", event["t"]))
             silent = bool(event.get("silent"))
             sent.add_received(float(event["t"]), int(event["samples"]), placed, None, silent)

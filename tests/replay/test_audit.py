@@ -112,6 +112,14 @@ def test_a_model_that_answers_each_frame_is_audited_by_the_frame_its_onset_answe
     # recorded before models declared it: every send in the window counts, as it did then
     old = bundle(tmp_path / "c", 4.5, 1.5006, late_frame=60, window=stalls, answered=True)
     assert audit_bundle(*old).check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    # a record that does not say what it received (no sizes): nothing answers, all sends count
+    folder, meta = bundle(tmp_path / "d", 4.5, 1.5006, late_frame=60, **kw)
+    rows = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["dir"] == "recv":
+            del row["samples"]
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in rows))
+    assert not audit_bundle(folder, meta).check.valid
 
 
 def test_a_late_send_outside_the_window_spoils_only_a_session_timed_throughout(
