@@ -125,8 +125,10 @@ def _recorded_window(
         ),
         loop_stall_ms=float(window.get("loop_stall_ms") or 0.0),
         server_stall_ms=float(server) if isinstance(server, int | float) else None,
-        # recorded before it was declared: judged by every send in the window, as it was then
-        answers_each_frame=capabilities.get("answers_each_frame") is True,
+        # as the session judged it: by the frame its onset answered where a fake the run started
+        # (its stalls recorded) answers each frame; recorded before that was declared, by every
+        # send in the window
+        answers_each_frame=capabilities.get("answers_each_frame") is True and server is not None,
     )
 
 

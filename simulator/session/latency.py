@@ -1,10 +1,11 @@
 """What this machine may have added to a reply's latency (``LatencyWindow``): the sends due from
-the frame holding the user's speech end to the onset (``timing.window_send_s``; for a model that
-answers each frame as it arrives, the one frame the onset answers), the stall of our
+the frame holding the user's speech end to the onset (``timing.window_send_s``), the stall of our
 loop that ended as the onset's chunk was stamped (its bytes waited that long to be read), and the
 stall of a co-located fake server as that chunk left it (it answers each frame as it reads it,
-so only then does a stall move its reply). The stall logs are in the loop's time: given only when
-the session runs on the loop's own clock.
+so only then does a stall move its reply). A fake the run started that answers each frame as it
+arrives waited on the one frame its onset answers: that frame's lateness, and all the time from
+its send to its answer's stamp (the fake's work, both loops, the sockets: all this machine's).
+The stall logs are in the loop's time: given only when the session runs on the loop's own clock.
 """
 
 from __future__ import annotations
@@ -39,21 +40,34 @@ def reply_window(
 ) -> LatencyWindow | None:
     """The reply's latency window (None: no reply); ``t0``: the timeline's origin on the loop's
     clock; ``answers_each_frame``: the model answers each input frame with one output frame as
-    it arrives (``Capabilities``), so only the frame its onset answers counts among the sends."""
+    it arrives (``Capabilities``); with a ``server`` log (a fake this run started) only the frame
+    its onset answers counts among the sends, and the time its answer took."""
     onset = timing.onset_s
     if onset is None:
         return None
     chunk = records.chunk_of(onset, output_rate)
+    stamped = t0 + (onset if chunk is None else records.recv_t[chunk])
+    # a model served on this loop waits through all of it: the busy span that ran into the stamp
+    loop_s = 0.0 if loop is None else loop.busy_before(stamped, STAMP_SLACK_S)
     answered = None
-    if answers_each_frame:
+    if answers_each_frame and server is not None:
         frame_len = round(output_rate * frame_s)
         answered = answered_send(
             records.send_n, records.send_t, records.recv_samples, records.recv_t, chunk, frame_len
         )
     send_s = window_send_s(records.send_due, records.send_t, timing, frame_s, answered)
-    stamped = t0 + (onset if chunk is None else records.recv_t[chunk])
-    loop_s = 0.0 if loop is None else loop.worst(stamped - STAMP_SLACK_S, stamped)
     server_s = None
     if server is not None:
         server_s = server.worst(stamped - loop_s - 2 * STAMP_SLACK_S, stamped)
+    if answered is not None and server_s is not None:
+        # a fake this run started answered that one frame: all the time from its send to its
+        # answer's stamp is this machine's (the fake's own work, both loops, the sockets)
+        turnaround = recv_t_of(records, chunk) - records.send_t[answered]
+        server_s = max(server_s, turnaround - loop_s)
     return latency_window(send_s, loop_s, server_s)
+
+
+def recv_t_of(records: EventRecords, chunk: int | None) -> float:
+    """When chunk ``chunk`` was stamped, on the timeline."""
+    assert chunk is not None  # an answered frame has its answer
+    return records.recv_t[chunk]

@@ -57,6 +57,20 @@ class StallLog:
                 worst = max(worst, end - start)
         return worst
 
+    def busy_before(self, at: float, gap: float) -> float:
+        """How long the loop had been busy when ``at`` came: from the start of the stalls that
+        run into ``at``, each no more than ``gap`` after the one before (between them the loop
+        ran only short iterations, each of which may have put a callback ahead of a read), in
+        seconds (0.0: none reaches ``at``)."""
+        start = None
+        for s, e in reversed(self._stalls):
+            if s > at:
+                continue
+            if e < (at if start is None else start) - gap:
+                break
+            start = s if start is None else min(start, s)
+        return 0.0 if start is None else at - start
+
     def since(self, after: float) -> list[tuple[float, float]]:
         """The stalls that ended after ``after``, oldest first (for passing them on)."""
         out: list[tuple[float, float]] = []

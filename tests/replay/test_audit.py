@@ -98,7 +98,7 @@ def test_the_latency_window_is_checked_from_the_sends_and_the_recorded_stalls(
 def test_a_model_that_answers_each_frame_is_audited_by_the_frame_its_onset_answers(
     tmp_path: Path,
 ) -> None:
-    stalls = {"send_ms": 0.0, "loop_stall_ms": 1.0, "server_stall_ms": None}
+    stalls = {"send_ms": 0.0, "loop_stall_ms": 1.0, "server_stall_ms": 0.0}
     caps = {"answers_each_frame": True}
     # frame 60 (1.2 s), inside the window, 4.5 ms late: it left before frame 75, whose answer
     # holds the onset and which left on time; the session judged it so, and so does replay
@@ -108,10 +108,18 @@ def test_a_model_that_answers_each_frame_is_audited_by_the_frame_its_onset_answe
     assert inside.check.window.send_ms == pytest.approx(0.1)
     # the frame the onset answers, late: the reply waited on it
     onset = audit_bundle(*bundle(tmp_path / "b", 4.5, 1.505, late_frame=75, **kw))
-    assert onset.check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    over = "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0, model server 0.0)"
+    assert onset.check.invalid == over
     # recorded before models declared it: every send in the window counts, as it did then
     old = bundle(tmp_path / "c", 4.5, 1.5006, late_frame=60, window=stalls, answered=True)
-    assert audit_bundle(*old).check.invalid == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    assert audit_bundle(*old).check.invalid == over
+    # a model served elsewhere (no stalls of its server recorded): the whole window, as judged
+    remote = {**stalls, "server_stall_ms": None}
+    elsewhere = bundle(tmp_path / "e", 4.5, 1.5006, late_frame=60, **{**kw, "window": remote})
+    assert (
+        audit_bundle(*elsewhere).check.invalid
+        == "latency window 5.5 ms > 5 ms (send 4.5, loop 1.0)"
+    )
     # a record that does not say what it received (no sizes): nothing answers, all sends count
     folder, meta = bundle(tmp_path / "d", 4.5, 1.5006, late_frame=60, **kw)
     rows = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]

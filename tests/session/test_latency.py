@@ -34,7 +34,20 @@ def test_the_window_adds_late_sends_and_the_stalls_at_the_onsets_stamp() -> None
     server = stalls((1.690, 1.6995))  # the fake's, as the chunk left it
     w = reply_window(TIMING, records(), 0.02, 16000, T0, loop, server)
     assert w is not None
-    assert (w.send_ms, w.loop_stall_ms, w.server_stall_ms) == (3.0, 4.5, 9.5)
+    # from the stall's start to the stamp: the chunk may have come in as the stall began
+    assert (w.send_ms, w.loop_stall_ms, w.server_stall_ms) == (3.0, 5.0, 9.5)
+
+
+def test_a_busy_span_that_ran_into_the_stamp_counts_whole() -> None:
+    # three stalls with short iterations between them (under the stamp's slack): a reply served
+    # on this loop, or read behind other callbacks, waited through all of them
+    loop = stalls((1.690, 1.6935), (1.6940, 1.6980), (1.6988, 1.7040))
+    w = reply_window(TIMING, records(), 0.02, 16000, T0, loop, None)
+    assert w is not None and abs(w.loop_stall_ms - 15.0) < 1e-9
+    # a gap longer than the slack: the loop polled its sockets in between
+    apart = stalls((1.690, 1.6935), (1.6960, 1.7040))
+    w = reply_window(TIMING, records(), 0.02, 16000, T0, apart, None)
+    assert w is not None and abs(w.loop_stall_ms - 9.0) < 1e-9
 
 
 def test_stalls_away_from_the_stamp_do_not_count() -> None:

@@ -111,14 +111,16 @@ def test_a_model_that_answers_each_frame_is_late_only_by_the_frame_its_onset_ans
     after_end = round(SPEECH_END_S / FRAME_S) + 3
     # a frame late after the speech end, before the onset's: it left, late, before the frame
     # the onset answers, which left on time; the reply waited on nothing late
-    early = session(SlowSend(after_end, 0.007, answers_each_frame=True))
+    early = session(SlowSend(after_end, 0.007, answers_each_frame=True), StallLog())
     assert early.check.send.max_ms == pytest.approx(7.0, abs=1e-6)
     assert early.check.valid and early.check.window is not None
     assert early.check.window.send_ms == 0.0
     assert early.timing is not None and early.timing.onset_s == on_time.timing.onset_s
     # the frame the onset answers, late: the reply came that much later, and the window says so
-    late = session(SlowSend(onset_frame, 0.007, answers_each_frame=True))
-    assert late.check.invalid == "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0)"
+    late = session(SlowSend(onset_frame, 0.007, answers_each_frame=True), StallLog())
+    assert late.check.invalid == (
+        "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0, model server 0.0)"
+    )
     assert late.timing is not None and late.timing.onset_s is not None
     assert late.timing.onset_s == pytest.approx(on_time.timing.onset_s + 0.007, abs=1e-6)
 
@@ -129,8 +131,32 @@ def test_a_model_that_answers_ahead_of_its_input_is_judged_by_every_send_in_the_
     ahead = SlowSend(
         round(SPEECH_END_S / FRAME_S) + 3, 0.007, answers_each_frame=True, delay=lambda k: -0.03
     )
-    out = session(ahead)
+    out = session(ahead, StallLog())
+    assert (
+        out.check.invalid == "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0, model server 0.0)"
+    )
+
+
+def test_a_model_that_answers_each_frame_served_elsewhere_is_judged_by_the_whole_window() -> None:
+    # no stall log of its server: a model on this loop or another machine, whose answer's time
+    # the session cannot tell apart from the model's own; every send in the window counts
+    out = session(SlowSend(round(SPEECH_END_S / FRAME_S) + 3, 0.007, answers_each_frame=True))
     assert out.check.invalid == "latency window 7.0 ms > 5 ms (send 7.0, loop 0.0)"
+
+
+def test_the_time_a_fakes_answer_took_is_the_machines() -> None:
+    # the fake's answers leave 3 ms after each frame arrives (its work, its loop): all of that
+    # is this machine's, and with the frame's own lateness over 5 ms the latency is not vouched
+    slow = SlowSend(10, 0.0, answers_each_frame=True, delay=lambda k: 0.003)
+    assert session(slow, StallLog()).check.latency_bound_ms == pytest.approx(3.0)
+    on_time = session(echo(0.5))
+    assert on_time.timing is not None and on_time.timing.onset_s is not None
+    onset_frame = round(on_time.timing.onset_s / FRAME_S)
+    both = SlowSend(onset_frame, 0.0025, answers_each_frame=True, delay=lambda k: 0.003)
+    out = session(both, StallLog())
+    assert (
+        out.check.invalid == "latency window 5.5 ms > 5 ms (send 2.5, loop 0.0, model server 3.0)"
+    )
 
 
 def test_a_session_with_no_reply_has_no_bound() -> None:
