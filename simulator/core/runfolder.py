@@ -147,7 +147,7 @@ class RunFolder:
         text = str(path)
         if "\x00" in text:
             raise RunFolderError(f"{what}: the path holds a NUL character")
-        full = self.path / path
+        full = self.path / self._from_here(Path(path))
         if self.allow_outside:
             return full
         try:
@@ -160,6 +160,14 @@ class RunFolder:
                 "(--allow-outside-paths permits this)"
             )
         return full
+
+    def _from_here(self, path: Path) -> Path:
+        """``path`` relative to the run folder: one this reader gave out is already joined to a
+        run folder named relatively (``runs/x``), and is not joined again."""
+        mine = self.path.parts
+        if not path.is_absolute() and mine and path.parts[: len(mine)] == mine:
+            return Path(*path.parts[len(mine) :])
+        return path
 
     def bundle(self, value: str | None, where: str) -> Path | None:
         """A results row's ``bundle`` as a folder to read (None: it records none)."""

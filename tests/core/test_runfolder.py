@@ -552,3 +552,20 @@ def test_number_problem_says_why_in_words() -> None:
     assert number_problem(float("nan"), 0, 5) == "nan is not a finite number"
     assert number_problem("x" * 100, 0, 5) == f"'{'x' * 36}... is not a number"
     assert isinstance(RunFolderError("x"), DuplexsimError)
+
+
+def test_a_run_folder_named_relatively_reads_the_paths_it_gave_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `./dev demo` writes to runs/ and scores runs/<id>: a bundle folder this reader gives out
+    # is already joined to that relative name and must not be joined to it again
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "r" / "sessions" / "s0").mkdir(parents=True)
+    (tmp_path / "runs" / "r" / "sessions" / "s0" / "meta.json").write_text("{}")
+    run = RunFolder(Path("runs/r"))
+    folder = run.bundle("sessions/s0", "results")
+    assert folder == Path("runs/r/sessions/s0")
+    assert run.file(folder, "meta.json") == Path("runs/r/sessions/s0/meta.json")
+    assert run.sessions() == [Path("runs/r/sessions/s0")]
+    with pytest.raises(RunFolderError, match="leads outside"):
+        run.file(folder, "../../../../x")
