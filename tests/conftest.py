@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from duplexsim.session import eventloop
 from tests.helpers.signals import voiced_signal, write_wav
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Async tests run on the loop every paced command runs on: its timers wake to the
+    microsecond and it records its stalls (a session on another loop cannot vouch for its
+    latency)."""
+    return {"duplexsim": eventloop.new_event_loop}
 
 
 @pytest.fixture

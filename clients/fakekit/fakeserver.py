@@ -12,17 +12,32 @@ from types import TracebackType
 
 from duplexsim.clients.fakekit.declare import Http2Fake, WebRTCFake, WebSocketFake
 from duplexsim.clients.fakekit.faults import Faults
+from duplexsim.session.stalls import StallLog
 
 __all__ = ["RunningServer", "serve_fake"]
 
 
 class RunningServer:
-    """A fake server listening on ``url``; close it with ``aclose`` or ``async with``."""
+    """A fake server listening on ``url``; close it with ``aclose`` or ``async with``.
 
-    def __init__(self, host: str, port: int, url: str, close: Callable[[], Awaitable[None]]):
+    ``held``: where its answers wait off its loop (a WebRTC fake's codec threads), the spans in
+    which it held an input frame before the answer to it went out; None where each answer
+    leaves in the loop iteration that read its frame (its loop's stalls say it all). A run on
+    this machine counts them with the server's stalls.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        url: str,
+        close: Callable[[], Awaitable[None]],
+        held: StallLog | None = None,
+    ):
         self.host = host
         self.port = port
         self.url = url
+        self.held = held
         self._close = close
         self._closed = False
 

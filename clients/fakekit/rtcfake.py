@@ -11,6 +11,11 @@ once the audio pushed before it has been sent, so audio and events reach the cli
 the server produced them. When no frame has come for ``FILL_LAPSE_S`` (a muted or stopped client
 track) the call hears silence for that long and goes on, as a real service runs on its own clock:
 a reply plays to its end.
+
+An answer waits off the loop too: aiortc decodes each packet in a thread of its own. The server
+notes in ``held`` (``RunningServer.held``) each span from an input packet's read to the moment
+the answer to its frame went out, so a run on this machine counts that wait as the server's
+(answers a fault delays on purpose are the model's latency, not a wait).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from duplexsim.clients.transport.http1 import (
 from duplexsim.clients.transport.rtc import (
     RATE,
     OutgoingAudioTrack,
+    PassThroughJitterBuffer,
     bypass_jitter_buffer,
     frame_to_mono,
     is_loopback_host,
@@ -48,6 +54,7 @@ from duplexsim.clients.transport.rtc import (
     new_peer_connection,
 )
 from duplexsim.core.errors import ProtocolError
+from duplexsim.session.stalls import StallLog
 
 __all__ = ["CallServer", "serve_calls", "serve_webrtc_fake"]
 
@@ -73,7 +80,8 @@ async def serve_calls(server: CallServer, *, port: int = 0) -> RunningServer:
         await server.close_calls()
         await listener.wait_closed()
 
-    return RunningServer(server.host, int(bound[1]), f"http://{shown}:{bound[1]}", close)
+    url = f"http://{shown}:{bound[1]}"
+    return RunningServer(server.host, int(bound[1]), url, close, held=server.held)
 
 
 class CallServer:
@@ -87,6 +95,7 @@ class CallServer:
         self.ids = itertools.count(1)
         self.calls: set[_Call] = set()
         self.closing: set[asyncio.Task[None]] = set()  # calls closing on their own
+        self.held = StallLog()  # input frames held until their answers went out (loop clock)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -146,6 +155,7 @@ class _Call:
         self.stalled = False
         self.closing: asyncio.Task[None] | None = None
         self.lapse_s = FILL_LAPSE_S  # no frame for this long: that much silence is heard
+        self.buffer: PassThroughJitterBuffer | None = None
 
     async def answer(self, offer_sdp: str) -> str:
         pc = self.pc
@@ -153,9 +163,10 @@ class _Call:
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)
         await pc.setRemoteDescription(RTCSessionDescription(offer_sdp, "offer"))
+        clock = asyncio.get_running_loop().time
         for transceiver in pc.getTransceivers():
             if transceiver.kind == "audio":
-                bypass_jitter_buffer(transceiver.receiver)
+                self.buffer = bypass_jitter_buffer(transceiver.receiver, clock)
         pc.addTrack(self.track)
         with loopback_ice() if self.server.loopback else contextlib.nullcontext():
             await pc.setLocalDescription(await pc.createAnswer())
@@ -198,10 +209,21 @@ class _Call:
                 receiving = None
                 samples = self.to_rate(frame_to_mono(frame))
                 if samples.size:
-                    self._apply(self.protocol.receive_audio(samples))
+                    actions = self.protocol.receive_audio(samples)
+                    self._apply(actions)
+                    self._note_hold(frame.pts, actions)
         finally:
             if receiving is not None:
                 receiving.cancel()
+
+    def _note_hold(self, pts: int | None, actions: list[CallAction]) -> None:
+        """Once the answer to frame ``pts`` is out, note the span since its packet was read."""
+        read = None if self.buffer is None else self.buffer.read_at(pts)
+        if read is None or self.delay_s > 0 or not any(isinstance(a, SendAudio) for a in actions):
+            return
+        held, since = self.server.held, read[0]
+        clock = asyncio.get_running_loop().time
+        self.track.after_sent(lambda: held.note(since, clock()))
 
     def _apply(self, actions: list[CallAction]) -> None:
         for action in actions:

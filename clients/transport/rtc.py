@@ -19,6 +19,11 @@ Facts about aiortc 1.16 this module relies on (see /work/shared/reference/envche
   skipped).
 - aiortc's Opus encoder (libopus, application "voip") delays the signal by its lookahead, 312
   samples (``ENCODER_DELAY_S``, 6.5 ms), on every hop.
+- ``RTCRtpSender`` hands a raw frame from its track to a worker thread to encode, and sends an
+  already encoded ``av.Packet`` as it is. That hop waits for the thread pool, a core and the GIL
+  (2 ms typical on an idle 2-core machine, over 20 ms with one core busy), after the frame's send
+  was recorded; ``OutgoingAudioTrack`` encodes on the loop (tens of microseconds), so a frame
+  leaves in the loop iteration after its push.
 
 tests/clients/test_openai_webrtc.py measures the buffer's hold and the lookahead on loopback.
 """
@@ -37,10 +42,11 @@ from typing import Any
 import aioice.ice
 import numpy as np
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCRtpReceiver
+from aiortc.codecs.opus import OpusEncoder
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtp import RtpPacket
-from av import AudioFrame
+from av import AudioFrame, Packet
 from numpy.typing import NDArray
 
 __all__ = [
@@ -145,6 +151,10 @@ class OutgoingAudioTrack(MediaStreamTrack):
 
     ``after_sent(fn)`` calls ``fn`` once everything pushed so far has gone out: aiortc's sender
     asks for the next frame only after it handed the last one to the transport.
+
+    ``recv`` gives the sender each frame Opus-encoded here, on the loop (``next_frame`` gives it
+    raw): the sender sends an encoded packet at once, where a raw frame would wait for a worker
+    thread.
     """
 
     kind = "audio"
@@ -161,6 +171,8 @@ class OutgoingAudioTrack(MediaStreamTrack):
         self.silence_emitted = 0  # samples of idle fill
         self._sent = 0  # samples the sender has handed to the transport
         self._after_sent: deque[tuple[int, Callable[[], None]]] = deque()
+        self._encoder: OpusEncoder | None = None
+        self._encoded: deque[Packet[Any]] = deque()  # packets of a frame not handed over yet
 
     def push(self, samples: NDArray[Any]) -> None:
         pcm = _to_pcm16(samples)
@@ -196,10 +208,25 @@ class OutgoingAudioTrack(MediaStreamTrack):
         self._wake.set()
         self._run_after_sent()
 
-    async def recv(self) -> AudioFrame:
-        loop = asyncio.get_running_loop()
+    async def recv(self) -> Packet[Any]:  # aiortc sends a Frame or a Packet
+        """The next frame, encoded: the sender packs it and sends it in this iteration."""
         self._sent = self.samples_emitted  # the sender is back for more: the last frame went out
         self._run_after_sent()
+        while not self._encoded:
+            frame = await self.next_frame()
+            if self._encoder is None:
+                self._encoder = OpusEncoder()
+            payloads, timestamp = self._encoder.encode(frame)
+            for payload in payloads:  # one per 20 ms frame; none while the encoder fills
+                packet = Packet(payload)
+                packet.pts = timestamp
+                packet.time_base = _TIME_BASE
+                self._encoded.append(packet)
+        return self._encoded.popleft()
+
+    async def next_frame(self) -> AudioFrame:
+        """The next 20 ms frame as pushed (or filled), once there is one."""
+        loop = asyncio.get_running_loop()
         while self._pending < FRAME:
             if self.readyState != "live":
                 raise MediaStreamError

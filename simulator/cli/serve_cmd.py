@@ -17,7 +17,7 @@ from duplexsim.core.audio import read_audio
 from duplexsim.core.errors import ConfigError
 from duplexsim.run.lifeline import watch_owner_from_env
 from duplexsim.session import eventloop
-from duplexsim.session.stalls import stall_line
+from duplexsim.session.stalls import StallLog, stall_line
 
 __all__ = ["register", "serve"]
 
@@ -221,7 +221,8 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    reporter = asyncio.create_task(_report_stalls()) if report_stalls else None
+    held = [server.held for server in servers if server.held is not None]
+    reporter = asyncio.create_task(_report_stalls(held)) if report_stalls else None
     try:
         await stop.wait()
     finally:
@@ -235,18 +236,25 @@ async def serve(
 STALL_REPORT_S = 0.05  # how often the stalls go out: long before a session's end needs them
 
 
-async def _report_stalls() -> None:
-    """This loop's stalls, as lines on stdout (``duplexsim.session.stalls.stall_line``), every
-    ``STALL_REPORT_S``: a co-located run checks its sessions' latency windows against them."""
-    log = eventloop.stall_log()
-    if log is None:
+async def _report_stalls(held: list[StallLog]) -> None:
+    """This loop's stalls and the spans its servers ``held`` answers off the loop, as lines on
+    stdout (``duplexsim.session.stalls.stall_line``), every ``STALL_REPORT_S``: a co-located run
+    checks its sessions' latency windows against them."""
+    loop_log = eventloop.stall_log()
+    logs = ([] if loop_log is None else [loop_log]) + held
+    if not logs:
         return
-    after = 0.0
+    after = [0.0] * len(logs)
     while True:
         await asyncio.sleep(STALL_REPORT_S)
-        stalls = log.since(after)
+        stalls = []
+        for i, log in enumerate(logs):
+            new = log.since(after[i])
+            if new:
+                after[i] = new[-1][1]
+                stalls += new
         if stalls:
-            after = stalls[-1][1]
+            stalls.sort()  # in time order, as the run's log keeps them
             sys.stdout.write("".join(stall_line(a, b) + "\n" for a, b in stalls))
             sys.stdout.flush()
 

@@ -78,19 +78,29 @@ class TimingBudget:
 class LatencyWindow:
     """What the machine may have added to one reply's latency, in ms: the latest send due from
     the frame holding the user's speech end to the reply's onset, and the longest stall just
-    before the onset of our loop (the reply's bytes waited that long to be read) and of a fake
-    model server on this machine (None: not one of ours). Their sum bounds the error."""
+    before the onset of our loop (the reply's bytes waited that long to be read; None: not
+    known, a loop that does not record its stalls) and of a fake model server on this machine
+    (None: not one of ours). Their sum bounds the error."""
 
     send_ms: float
-    loop_stall_ms: float
+    loop_stall_ms: float | None
     server_stall_ms: float | None = None
 
     @property
-    def bound_ms(self) -> float:
+    def known(self) -> bool:
+        """Every part of this machine's share is known (our loop's stalls were recorded)."""
+        return self.loop_stall_ms is not None
+
+    @property
+    def bound_ms(self) -> float | None:
+        """The sum of the parts; None where our loop's share is not known."""
+        if self.loop_stall_ms is None:
+            return None
         return self.send_ms + self.loop_stall_ms + (self.server_stall_ms or 0.0)
 
     def describe(self) -> str:
-        parts = [f"send {self.send_ms:.1f}", f"loop {self.loop_stall_ms:.1f}"]
+        loop = "not recorded" if self.loop_stall_ms is None else f"{self.loop_stall_ms:.1f}"
+        parts = [f"send {self.send_ms:.1f}", f"loop {loop}"]
         if self.server_stall_ms is not None:
             parts.append(f"model server {self.server_stall_ms:.1f}")
         return ", ".join(parts)
@@ -128,8 +138,9 @@ class TimingCheck:
 
     @property
     def latency_bound_ms(self) -> float | None:
-        """The window's bound; None: no reply to time."""
-        return None if self.window is None else round(self.window.bound_ms, 3)
+        """The window's bound; None: no reply to time, or our loop's share not known."""
+        bound = None if self.window is None else self.window.bound_ms
+        return None if bound is None else round(bound, 3)
 
     @property
     def valid(self) -> bool:
@@ -165,11 +176,14 @@ def check_timing(
     unpaced = over[0] if over else None
     unfaithful = fidelity_lost(send, budget, receiver_late_ms)
     imprecise = []
-    if window is not None and window.bound_ms > budget.latency_ms:
-        imprecise.append(
-            f"latency window {window.bound_ms:.1f} ms > {budget.latency_ms:g} ms "
-            f"({window.describe()})"
-        )
+    if window is not None:
+        bound = window.bound_ms
+        if bound is None:
+            imprecise.append(f"latency window not known ({window.describe()})")
+        elif bound > budget.latency_ms:
+            imprecise.append(
+                f"latency window {bound:.1f} ms > {budget.latency_ms:g} ms ({window.describe()})"
+            )
     if throughout and unpaced is not None:
         imprecise.append(unpaced)
     if unfaithful is not None:
@@ -231,13 +245,14 @@ def answered_send(
 
 
 def latency_window(
-    send_s: float, loop_stall_s: float, server_stall_s: float | None
+    send_s: float, loop_stall_s: float | None, server_stall_s: float | None
 ) -> LatencyWindow:
     """The window from its parts in seconds (``window_send_s``, the stall of our loop as the
-    onset's chunk was read, a co-located model server's as it left it), in ms."""
+    onset's chunk was read (None: not recorded), a co-located model server's as it left it),
+    in ms."""
     return LatencyWindow(
         send_ms=round(1000.0 * send_s, 3),
-        loop_stall_ms=round(1000.0 * loop_stall_s, 3),
+        loop_stall_ms=None if loop_stall_s is None else round(1000.0 * loop_stall_s, 3),
         server_stall_ms=None if server_stall_s is None else round(1000.0 * server_stall_s, 3),
     )
 

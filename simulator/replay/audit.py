@@ -100,7 +100,7 @@ class _Span:
     recorded in it (the files cannot show a stall; the sends they can)."""
 
     timing: ReplyTiming
-    loop_stall_ms: float
+    loop_stall_ms: float | None  # None: the session's loop recorded no stalls
     server_stall_ms: float | None
     answers_each_frame: bool  # the model answers each input frame as it arrives (capabilities)
 
@@ -114,6 +114,7 @@ def _recorded_window(
         return None  # no reply, or recorded before the window was checked
     end = timing.get("speech_end_s")
     server = window.get("server_stall_ms")
+    loop = window.get("loop_stall_ms", 0.0)  # recorded before it could be unknown: a figure
     return _Span(
         timing=ReplyTiming(
             speech_end_s=float(end) if isinstance(end, int | float) else None,
@@ -123,7 +124,7 @@ def _recorded_window(
             duration_s=None,
             overlap_s=0.0,
         ),
-        loop_stall_ms=float(window.get("loop_stall_ms") or 0.0),
+        loop_stall_ms=float(loop) if isinstance(loop, int | float) else None,
         server_stall_ms=float(server) if isinstance(server, int | float) else None,
         # as the session judged it: by the frame its onset answered where a fake the run started
         # (its stalls recorded) answers each frame; recorded before that was declared, by every

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from duplexsim.session.stalls import MIN_STALL_S, StallLog
 
-__all__ = ["FineTimeoutSelector", "new_event_loop", "run", "stall_log"]
+__all__ = ["FineTimeoutSelector", "keep_stall_log", "new_event_loop", "run", "stall_log"]
 
 T = TypeVar("T")
 
@@ -111,29 +111,33 @@ if hasattr(selectors, "EpollSelector"):
             self._queue.close()
             super().close()
 
-    _logs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StallLog] = (
-        weakref.WeakKeyDictionary()
-    )
-
     def new_event_loop() -> asyncio.AbstractEventLoop:
         """A selector event loop on ``FineTimeoutSelector``."""
         selector = FineTimeoutSelector()
         loop = asyncio.SelectorEventLoop(selector)
-        _logs[loop] = selector.stalls
+        keep_stall_log(loop, selector.stalls)
         return loop
 
-    def stall_log(loop: asyncio.AbstractEventLoop | None = None) -> StallLog | None:
-        """The stalls of ``loop`` (default: the running one); None for a loop not made here."""
-        return _logs.get(loop or asyncio.get_running_loop())
-
-else:  # pragma: no cover - other platforms keep asyncio's own loop
+else:  # pragma: no cover - other platforms keep asyncio's own loop, whose stalls are not known
     FineTimeoutSelector = None  # type: ignore[assignment,misc]
 
     def new_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
-    def stall_log(loop: asyncio.AbstractEventLoop | None = None) -> StallLog | None:
-        return None
+
+_logs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StallLog] = weakref.WeakKeyDictionary()
+
+
+def keep_stall_log(loop: asyncio.AbstractEventLoop, log: StallLog) -> None:
+    """``log`` holds the stalls of ``loop`` (``new_event_loop``'s loops; a loop on a virtual clock,
+    which never stalls, keeps an empty one)."""
+    _logs[loop] = log
+
+
+def stall_log(loop: asyncio.AbstractEventLoop | None = None) -> StallLog | None:
+    """The stalls of ``loop`` (default: the running one); None for a loop that records none
+    (asyncio's own): what it added to a session's latency is not known."""
+    return _logs.get(loop or asyncio.get_running_loop())
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

@@ -6,6 +6,8 @@ so only then does a stall move its reply). A fake the run started that answers e
 arrives waited on the one frame its onset answers: that frame's lateness, and all the time from
 its send to its answer's stamp (the fake's work, both loops, the sockets: all this machine's).
 The stall logs are in the loop's time: given only when the session runs on the loop's own clock.
+A session on a loop that records no stalls (not ``eventloop``'s, or on a clock of its own) cannot
+say what its loop added: its window is not known, and its latency not vouched for.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def reply_window(
     chunk = records.chunk_of(onset, output_rate)
     stamped = t0 + (onset if chunk is None else records.recv_t[chunk])
     # a model served on this loop waits through all of it: the busy span that ran into the stamp
-    loop_s = 0.0 if loop is None else loop.busy_before(stamped, STAMP_SLACK_S)
+    # (a loop that records no stalls cannot say: its share is not known)
+    loop_s = None if loop is None else loop.busy_before(stamped, STAMP_SLACK_S)
+    held_s = loop_s or 0.0
     answered = None
     if answers_each_frame and server is not None:
         frame_len = round(output_rate * frame_s)
@@ -58,12 +62,12 @@ def reply_window(
     send_s = window_send_s(records.send_due, records.send_t, timing, frame_s, answered)
     server_s = None
     if server is not None:
-        server_s = server.worst(stamped - loop_s - 2 * STAMP_SLACK_S, stamped)
+        server_s = server.worst(stamped - held_s - 2 * STAMP_SLACK_S, stamped)
     if answered is not None and server_s is not None:
         # a fake this run started answered that one frame: all the time from its send to its
         # answer's stamp is this machine's (the fake's own work, both loops, the sockets)
         turnaround = recv_t_of(records, chunk) - records.send_t[answered]
-        server_s = max(server_s, turnaround - loop_s)
+        server_s = max(server_s, turnaround - held_s)
     return latency_window(send_s, loop_s, server_s)
 
 

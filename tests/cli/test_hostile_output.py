@@ -14,6 +14,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from duplexsim.cli import main
+from duplexsim.session import eventloop
 from tests.helpers.hostile_servers import drain
 from tests.helpers.runs import short_benchmark
 from tests.helpers.views import record_run
@@ -56,7 +57,7 @@ def crafted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [line] = [json.loads(text) for text in (bench / "manifest.jsonl").read_text().splitlines()]
     timing_only = {k: v for k, v in line.items() if k not in ("emotion", "reference")}
     (bench / "manifest.jsonl").write_text(json.dumps({**timing_only, "task": "t"}) + "\n")
-    run = asyncio.run(record_run(root / "runs" / "r", bench))
+    run = eventloop.run(record_run(root / "runs" / "r", bench))
     with sqlite3.connect(run / "results.sqlite") as db:
         db.execute("UPDATE results SET language = ?, error = ?", (f"{ESC}en", FORMULA))
         [(model,)] = db.execute("SELECT value FROM run_meta WHERE key = 'model'")

@@ -7,7 +7,6 @@ A real two-session run is recorded once and scored with a fake scorer; each test
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -40,6 +39,7 @@ from duplexsim.replay.sessions import prepare_replay
 from duplexsim.report.data import build_report
 from duplexsim.runscores.cache import cache_root
 from duplexsim.runscores.score import collect_clips, score_run
+from duplexsim.session import eventloop
 from duplexsim.viewer.data import load_run, load_session
 from tests.helpers.runs import short_benchmark
 from tests.helpers.views import record_run
@@ -68,8 +68,8 @@ def fake_scorer() -> Callable[[list[np.ndarray]], Any]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hostile-runs")
-    run = asyncio.run(record_run(root / "runs" / "r1", short_benchmark(root / "bench", 2)))
-    asyncio.run(score_run(run, "fake", fake_scorer()))
+    run = eventloop.run(record_run(root / "runs" / "r1", short_benchmark(root / "bench", 2)))
+    eventloop.run(score_run(run, "fake", fake_scorer()))
     outside = root / "outside"
     shutil.copytree(run / "sessions" / "s1", outside / "s1")
     with open(outside / "s1" / "events.jsonl", "a", encoding="utf-8") as fh:
@@ -131,7 +131,7 @@ def _under(path: str, folder: Path) -> bool:
 
 def _score(run: Path, out: Path) -> int:
     try:
-        outcome = asyncio.run(score_run(RunFolder(run), "fake", fake_scorer()))
+        outcome = eventloop.run(score_run(RunFolder(run), "fake", fake_scorer()))
     except DuplexsimError as exc:
         print(f"duplexsim: error: {exc}", file=sys.stderr)
         return 2
@@ -555,7 +555,7 @@ def test_a_crafted_digest_never_reaches_the_shared_cache(
     digest = digest.replace("/ABS", str(tmp_path))
     _claim(run, digest=digest)
     before = _cache_files()
-    asyncio.run(score_run(RunFolder(run), "fake", fake_scorer()))
+    eventloop.run(score_run(RunFolder(run), "fake", fake_scorer()))
     assert _cache_files() == before
     assert not (tmp_path / "poison").exists() and not (cache_root().parent / "poison").exists()
     assert (run / "scores" / "fake.json").is_file()  # scored into its own cache
@@ -568,17 +568,17 @@ def test_a_crafted_reference_never_lands_in_the_shared_cache_of_its_benchmark(
     _edit_meta(run, lambda m: m["sample"].update(reference=m["sample"]["reference"].replace(
         "s1.ref", "s0.ref")))  # fmt: skip
     shutil.rmtree(run / "scores")
-    asyncio.run(score_run(RunFolder(run), "fake", fake_scorer()))
+    eventloop.run(score_run(RunFolder(run), "fake", fake_scorer()))
     (shared,) = [p for p in cache_root().rglob("*.json")]
     assert set(json.loads(shared.read_text())["items"]) == {"reference/s0"}
 
 
 def test_a_sound_run_shares_its_references(run: Path) -> None:
     shutil.rmtree(run / "scores")
-    first = asyncio.run(score_run(RunFolder(run), "fake", fake_scorer()))
+    first = eventloop.run(score_run(RunFolder(run), "fake", fake_scorer()))
     assert first.references_scored == 2
     shutil.rmtree(run / "scores")
-    again = asyncio.run(score_run(RunFolder(run), "fake", fake_scorer()))
+    again = eventloop.run(score_run(RunFolder(run), "fake", fake_scorer()))
     assert again.shared == 2 and again.references_scored == 0
 
 

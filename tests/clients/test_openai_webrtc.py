@@ -9,6 +9,7 @@ import socket
 import statistics
 import time
 from collections.abc import AsyncIterator, Sequence
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -17,9 +18,11 @@ pytest.importorskip("aiortc", reason="openai-webrtc needs aiortc (pip install 'd
 
 import aioice.ice
 from aiortc import RTCSessionDescription
+from aiortc.codecs.opus import OpusDecoder
+from aiortc.jitterbuffer import JitterFrame
 from aiortc.mediastreams import MediaStreamTrack
 from aiortc.rtp import RtpPacket
-from av import AudioFrame
+from av import AudioFrame, Packet
 
 from duplexsim.clients.base import (
     AudioOut,
@@ -58,10 +61,11 @@ from duplexsim.core.errors import (
     RateLimited,
     RemoteError,
 )
+from duplexsim.core.timing import TimingBudget
 from duplexsim.session import eventloop
 from duplexsim.session.engine import SessionOutcome, run_session
 from tests.helpers.sessions import QUICK_STALL as SETTINGS
-from tests.helpers.sessions import context
+from tests.helpers.sessions import context, settings
 from tests.helpers.timing import assert_latency, vouched
 from tests.helpers.virtualclock import run_virtual
 from tests.helpers.waits import async_wait_until
@@ -407,7 +411,7 @@ def test_loopback_ice_is_scoped() -> None:
 async def test_outgoing_track_rechunks_counts_pts_and_fills_when_idle() -> None:
     track = OutgoingAudioTrack(idle_fill_s=0.05)
     track.push(np.full(FRAME // 2, 0.5, np.float32))
-    waiting = asyncio.create_task(track.recv())
+    waiting = asyncio.create_task(track.next_frame())
     await asyncio.sleep(0.01)  # a recv with a frame to give would be done by now
     assert not waiting.done()  # half a frame is not a frame
     track.push(np.full(FRAME, -0.5, np.float32))
@@ -416,9 +420,27 @@ async def test_outgoing_track_rechunks_counts_pts_and_fills_when_idle() -> None:
     mono = frame_to_mono(first)
     assert mono[0] == pytest.approx(0.5) and mono[-1] == pytest.approx(-0.5)
     t = time.monotonic()
-    second = await asyncio.wait_for(track.recv(), 1.0)  # the other half, then silence
+    second = await asyncio.wait_for(track.next_frame(), 1.0)  # the other half, then silence
     assert second.pts == FRAME and time.monotonic() - t >= 0.04
     assert np.all(frame_to_mono(second) == 0.0) and track.silence_emitted == FRAME
+    track.stop()
+
+
+async def test_outgoing_track_gives_the_sender_each_frame_encoded() -> None:
+    """aiortc's sender sends an encoded packet as it is (a raw frame goes to a worker thread
+    first): one Opus packet per 20 ms frame, its pts the samples before it, decodable."""
+    track = OutgoingAudioTrack()
+    tone = np.sin(2 * np.pi * 440 * np.arange(3 * FRAME) / RATE).astype(np.float32)
+    track.push(tone)
+    packets = [await asyncio.wait_for(track.recv(), 1.0) for _ in range(3)]
+    assert [p.pts for p in packets] == [0, FRAME, 2 * FRAME]
+    assert all(isinstance(p, Packet) and p.time_base == Fraction(1, RATE) for p in packets)
+    decoder = OpusDecoder()
+    frames = [decoder.decode(JitterFrame(bytes(p), p.pts)) for p in packets]
+    decoded = [frame_to_mono(f) for fs in frames for f in fs]  # type: ignore[arg-type]
+    assert [d.size for d in decoded] == [FRAME] * 3
+    heard = np.concatenate(decoded)[round(ENCODER_DELAY_S * RATE) :]
+    assert np.corrcoef(heard, tone[: heard.size])[0, 1] > 0.9  # the tone, after the lookahead
     track.stop()
 
 
@@ -671,28 +693,32 @@ def test_echo_session_returns_audio_and_end_of_turn() -> None:
     assert audible and audible[-1] <= end
 
 
+# a session here shares its loop and cores with the fake, and both peers' codecs: it vouches for
+# a bound of tens of ms, which is what the test checks (a run keeps its 5 ms budget)
+WIDE_WINDOW = settings(stall_timeout_s=0.6, budget=TimingBudget(latency_ms=50.0))
+TRANSIT_S = 0.002  # what no log holds: loopback UDP and SRTP between the answer's send and read
+
+
 async def test_delayed_echo_latency_is_recovered() -> None:
     """The reply starts at E + latency in the fake's media time; the session's measure over
     real loopback WebRTC is that plus the codec's fixed delay (both ways' Opus lookahead), plus
-    loopback transport: RTP, SRTP and the codecs' threads, a few ms on both hops together, plus
-    what the session says this machine may have added (its latency bound). Never less: a reply
-    is never heard before it was sent. The upper bound is asserted only for sessions that
-    vouched for their timing (a busy machine delays the codecs' threads past any figure)."""
+    at most what the session says this machine may have added (its latency bound: our late
+    sends, our loop's busy span, and the fake's own stalls and the spans it held frames in its
+    codec threads), plus loopback transit. Never less: a reply is never heard before it was
+    sent. The bound is checked for every session that vouched for its timing."""
     server = await start_server(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
     tried: list[tuple[float, float | None, bool]] = []  # (error, bound, vouched)
     try:
-        for _ in range(5):  # a loaded 2-core box can stall one run by 10+ ms; keep the best
+        for _ in range(3):
             client = OpenAIWebRTCClient(config(server.url))
-            out = await run_session(client, context(fade_s=0.01), SETTINGS)
+            out = await run_session(
+                client, context(fade_s=0.01), WIDE_WINDOW, server_stalls=server.held
+            )
             assert out.status == "ok", out.error
             assert out.timing is not None and out.timing.latency_s is not None
             assert client.describe()["codec_delay_s"] == CODEC_DELAY_S
             error = out.timing.latency_s - 0.5 - CODEC_DELAY_S
-            bound = out.check.latency_bound_ms
-            tried.append((error, bound, out.check.valid and out.check.paced))
-            assert error >= -0.001, tried  # never heard early: the codec delay is not overcounted
-            if tried[-1][2] and error < 0.008 + (bound or 0.0) / 1000:
-                break
+            tried.append((error, out.check.latency_bound_ms, out.check.valid and out.check.paced))
     finally:
         await server.aclose()
     shown = ", ".join(
@@ -700,10 +726,11 @@ async def test_delayed_echo_latency_is_recovered() -> None:
     )
     print(f"\nlatency error beyond the codec delay: {shown} ms")
     assert pytest.approx(0.013, abs=1e-4) == CODEC_DELAY_S
-    vouched = [(e, b) for e, b, v in tried if v]
+    assert all(e >= -0.001 for e, _, _ in tried), shown  # the codec delay is not overcounted
+    vouched = [(e, b) for e, b, v in tried if v and b is not None]
     if not vouched:
         pytest.skip(f"no session vouched for its timing on this machine: {shown}")
-    assert any(e < 0.008 + (b or 0.0) / 1000 for e, b in vouched), shown
+    assert all(e <= b / 1000 + TRANSIT_S for e, b in vouched), shown
 
 
 def test_extra_latency_fault_delays_the_reply() -> None:

@@ -3,7 +3,6 @@ scorer identity, and a report that never ranks runs of different benchmarks or s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -27,6 +26,7 @@ from duplexsim.run.store import read_results
 from duplexsim.runscores.cache import ScoreCache, cache_path, manifest_key
 from duplexsim.runscores.score import ScoreOutcome, identify, score_run
 from duplexsim.scoring.service.api import open_scoring
+from duplexsim.session import eventloop
 from tests.helpers.runs import SETTINGS, short_benchmark
 
 
@@ -58,7 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "echo-b": await _run(b, root / "runs", "echo-b", "echo"),
         }
 
-    return asyncio.run(make())
+    return eventloop.run(make())
 
 
 async def _score(
@@ -97,7 +97,7 @@ def test_fake_and_overridden_runs_are_labelled_in_every_output(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     dirs = fresh(runs, tmp_path, "echo", "silent")
-    asyncio.run(_score(dirs))
+    eventloop.run(_score(dirs))
     reports = [build_report(d, None) for d in dirs]
     assert reports[0].model == "fake-echo [fake]"
     assert reports[1].model.startswith("gpt-realtime [URL override: ws://127.0.0.1:")
@@ -128,14 +128,14 @@ def test_a_resumed_run_on_another_benchmark_is_refused(runs: dict[str, Path]) ->
     other = Path(meta["benchmark"]["path"]).parents[1] / "a"
 
     with pytest.raises(ConfigError, match=r"was run on benchmark b \(sha256:"):
-        asyncio.run(_run(other, runs["echo-b"].parent, "echo-b", "echo"))
+        eventloop.run(_run(other, runs["echo-b"].parent, "echo-b", "echo"))
 
 
 def test_a_second_run_on_a_benchmark_scores_no_reference_again(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     echo, silent = fresh(runs, tmp_path, "echo", "silent")
-    first, second = asyncio.run(_score([echo, silent]))
+    first, second = eventloop.run(_score([echo, silent]))
     assert (first.scored, first.references_scored, first.shared) == (4, 2, 0)
     assert (second.scored, second.references_scored, second.shared) == (0, 0, 2)
     a = ScoreCache(cache_path(echo, "prosody"), "prosody")
@@ -147,7 +147,7 @@ def test_a_second_run_on_a_benchmark_scores_no_reference_again(
         build_report(silent, None).metrics.ref_score == build_report(echo, None).metrics.ref_score
     )
     # --rescore scores the references too
-    (again,) = asyncio.run(_score([silent], rescore=True))
+    (again,) = eventloop.run(_score([silent], rescore=True))
     assert (again.references_scored, again.shared) == (2, 0)
 
 
@@ -158,15 +158,15 @@ def test_the_manifests_reference_scores_are_used_when_their_identity_matches(
     bench = tmp_path / "bench"
     meta, _ = read_results(run)
     shutil.copytree(Path(meta["benchmark"]["path"]).parent, bench)
-    identity: ScorerIdentity = asyncio.run(_identity())
+    identity: ScorerIdentity = eventloop.run(_identity())
     scores = {e: 1.0 + i / 10 for i, e in enumerate(_emotion_names())}
     lines = [json.loads(x) for x in (bench / "manifest.jsonl").read_text().splitlines()]
     for line in lines:  # a plain name does not say which weights or code made them
         line["reference_scores"] = {"prosody": scores, manifest_key(identity): scores}
     manifest = bench / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    run = asyncio.run(_run(bench, tmp_path / "runs", "m", "echo"))
-    (outcome,) = asyncio.run(_score([run]))
+    run = eventloop.run(_run(bench, tmp_path / "runs", "m", "echo"))
+    (outcome,) = eventloop.run(_score([run]))
     assert (outcome.references_scored, outcome.shared) == (0, 2)
     assert build_report(run, None).metrics.ref_score == pytest.approx(
         (1.1 + 2.1) / 2
@@ -191,7 +191,7 @@ def test_two_benchmarks_or_two_scorers_are_never_ranked_in_one_table(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     dirs = fresh(runs, tmp_path, "echo", "silent", "echo-b")
-    asyncio.run(_score(dirs))
+    eventloop.run(_score(dirs))
     reports = [build_report(d, None) for d in dirs]
     text = terminal_report(reports)
     assert text.startswith("2 separate tables: these runs span 2 benchmarks,")

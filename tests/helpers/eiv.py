@@ -3,7 +3,6 @@ recorded run to score."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from duplexsim.core.benchmark import load_benchmark
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.scoring.models.empathic_insight import head_filename
+from duplexsim.session import eventloop
 from tests.helpers.runs import SETTINGS, short_benchmark
 
 torch = pytest.importorskip("torch")
@@ -123,5 +123,5 @@ def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         finally:
             await server.aclose()
 
-    asyncio.run(record())
+    eventloop.run(record())
     return root / "runs" / "echo"

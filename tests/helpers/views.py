@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.run.store import ResultRow, RunStore, read_results
 from duplexsim.runscores.cache import cache_path
+from duplexsim.session import eventloop
 from duplexsim.session.engine import SessionSettings
 from tests.helpers.runs import SETTINGS, short_benchmark
 
@@ -111,7 +111,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two replied sessions (s0 matches, s1 does not), a transcript with markup in it, and a
     failed session without a bundle whose id and error hold markup too."""
     root = tmp_path_factory.mktemp("view")
-    run = asyncio.run(record_run(root / "runs" / "v1", short_benchmark(root / "b", 2)))
+    run = eventloop.run(record_run(root / "runs" / "v1", short_benchmark(root / "b", 2)))
     with open(run / "sessions" / "s1" / "events.jsonl", "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"t": 1.5, "dir": "recv", "kind": "transcript", "text": EVIL}) + "\n")
         fh.write("not json\n")

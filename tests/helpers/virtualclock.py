@@ -30,6 +30,8 @@ from duplexsim.clients.base import (
 )
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.core.errors import Disconnected
+from duplexsim.session import eventloop
+from duplexsim.session.stalls import StallLog
 
 T = TypeVar("T")
 
@@ -57,6 +59,8 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         selector.loop = self
         self.now = 1000.0
         self.busy = 0  # executor jobs running
+        # virtual time stands still while callbacks run: this loop never stalls
+        eventloop.keep_stall_log(self, StallLog())
 
     def time(self) -> float:
         return self.now

@@ -3,7 +3,6 @@ model; the turn is recorded like any session and can be scored and reported."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from duplexsim.profiles.profile import resolve_model
 from duplexsim.replay.sessions import replay_run
 from duplexsim.run.store import ResultRow, read_results
 from duplexsim.runscores.score import _reference_job, collect_clips
+from duplexsim.session import eventloop
 from tests.helpers.paths import REPO
 from tests.helpers.sessions import settings
 from tests.helpers.signals import voiced_signal, write_wav
@@ -79,7 +79,7 @@ async def talk_to_echo(tmp_path, **kw):
 def test_talk_records_a_turn_that_plays_scores_and_reports(tmp_path):
     clip = spoken_clip()
     fake.set_microphone(clip, RATE, tail_s=1.5)  # the input ends during the reply: one turn
-    rows, lines = asyncio.run(talk_to_echo(tmp_path))
+    rows, lines = eventloop.run(talk_to_echo(tmp_path))
     assert [r.sample_id for r in rows] == ["talk-001"]
     row = rows[0]
     assert row.status == "ok", row.error
@@ -140,7 +140,7 @@ def test_talk_records_a_turn_that_plays_scores_and_reports(tmp_path):
     assert run["timing"]["replied"] == 1
 
     # replay: the user's turn as it was sent, the model's audio at its recorded arrivals
-    [replayed] = asyncio.run(replay_run(tmp_path / "t", [], concurrency=1))
+    [replayed] = eventloop.run(replay_run(tmp_path / "t", [], concurrency=1))
     assert replayed.agrees(5.0), (replayed.recorded, replayed.replayed)
     # view: a page for the talk session
     assert main(["view", str(tmp_path / "t"), "--out", str(tmp_path / "view")]) == 0
@@ -188,18 +188,18 @@ async def _turn(mic_signal, *, max_turn_s=10.0, stop=False):
 def test_turn_ends_after_a_pause_resampled_to_the_session_rate():
     speech = np.zeros(round(1.2 * 48000), np.float32)
     speech[round(0.2 * 48000) :] = voiced_signal(1.0, 48000)
-    turn, sent = asyncio.run(_turn(speech))
+    turn, sent = eventloop.run(_turn(speech))
     assert turn.heard_speech and not turn.input_ended
     assert sent.size / 24000 == pytest.approx(1.2 + 0.8, abs=0.05)
     assert np.abs(sent[: round(0.19 * 24000)]).max() < 0.01 < np.abs(sent[24000:28800]).max()
 
 
 def test_turn_ends_at_its_longest_or_when_stopped():
-    turn, sent = asyncio.run(_turn(np.zeros(48000 * 3, np.float32), max_turn_s=0.5))
+    turn, sent = eventloop.run(_turn(np.zeros(48000 * 3, np.float32), max_turn_s=0.5))
     assert not turn.heard_speech and sent.size == 12000
-    turn, sent = asyncio.run(_turn(np.zeros(48000, np.float32), stop=True))  # Ctrl-C
+    turn, sent = eventloop.run(_turn(np.zeros(48000, np.float32), stop=True))  # Ctrl-C
     assert sent.size == 480
-    turn, sent = asyncio.run(_turn(np.zeros(0, np.float32)))  # the input ended at once
+    turn, sent = eventloop.run(_turn(np.zeros(0, np.float32)))  # the input ended at once
     assert turn.input_ended
 
 

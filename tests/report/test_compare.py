@@ -21,6 +21,7 @@ from duplexsim.profiles.profile import ModelProfile
 from duplexsim.report.data import build_report
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.scoring.power import detectable
+from duplexsim.session import eventloop
 from duplexsim.session.engine import SessionSettings
 from tests.helpers.paths import DEMO, REPO
 from tests.helpers.runs import SETTINGS, short_benchmark, short_demo
@@ -74,7 +75,7 @@ def run_models(
     async def every() -> None:
         await asyncio.gather(*(one(m) for m in models))
 
-    asyncio.run(every())
+    eventloop.run(every())
     scored = duplexsim("score", *(str(runs / m) for m in models), "--scorer", "prosody")
     # a reply cut under 50 ms has no score: out of N ("reply too short to score"), not a failure
     assert scored.returncode in (0, 1) and "Traceback" not in scored.stderr, scored.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from duplexsim.profiles.profile import ModelProfile
 from duplexsim.report.data import build_report
 from duplexsim.run.runner import RunOptions, execute_run
 from duplexsim.runscores.score import ScoreCache, cache_path, collect_clips, cut_reply
+from duplexsim.session import eventloop
 from tests.helpers.paths import REPO
 from tests.helpers.runs import short_benchmark
 from tests.helpers.sessions import settings
@@ -57,7 +57,7 @@ def two_runs(tmp_path_factory) -> list[Path]:
             finally:
                 await server.aclose()
 
-    asyncio.run(run())
+    eventloop.run(run())
     return [root / "runs" / "echo", root / "runs" / "silent"]
 
 

@@ -4,7 +4,6 @@ metrics; only a session whose model did not hear the stream as sent leaves N."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from duplexsim.report.data import build_report
 from duplexsim.run.store import RunStore, read_results
+from duplexsim.session import eventloop
 from tests.helpers.runs import short_benchmark
 from tests.helpers.views import record_run, write_scores
 
@@ -23,7 +23,7 @@ TOPS = {"s0": "Anger", "s1": "Pride", "s2": "Sadness", "s3": "Anger", "s4": "Ela
 @pytest.fixture(scope="module")
 def scored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("validity")
-    run = asyncio.run(record_run(root / "runs" / "v", short_benchmark(root / "b", 5)))
+    run = eventloop.run(record_run(root / "runs" / "v", short_benchmark(root / "b", 5)))
     _, rows = read_results(run)
     assert [r.status for r in rows] == ["ok"] * 5
     write_scores(run, TOPS)

@@ -4,7 +4,7 @@ stamped, and a co-located server's just before it, with the late sends; none wit
 from __future__ import annotations
 
 from duplexsim.core.records import EventRecords
-from duplexsim.core.timing import ReplyTiming
+from duplexsim.core.timing import ReplyTiming, TimingBudget, check_timing
 from duplexsim.session.latency import STAMP_SLACK_S, reply_window
 from duplexsim.session.stalls import StallLog
 
@@ -59,5 +59,17 @@ def test_stalls_away_from_the_stamp_do_not_count() -> None:
 def test_no_reply_no_window() -> None:
     none = ReplyTiming(1.2, None, None, None, None, 0.0)
     assert reply_window(none, records(), 0.02, 16000, T0, StallLog(), None) is None
+
+
+def test_a_loop_that_records_no_stalls_leaves_the_window_not_known() -> None:
+    """asyncio's own loop cannot say what it added: the latency is not vouched for."""
     no_log = reply_window(TIMING, records(), 0.02, 16000, T0, None, None)
-    assert no_log == reply_window(TIMING, records(), 0.02, 16000, T0, StallLog(), None)
+    quiet = reply_window(TIMING, records(), 0.02, 16000, T0, StallLog(), None)
+    assert no_log is not None and quiet is not None
+    assert (no_log.loop_stall_ms, no_log.bound_ms, no_log.known) == (None, None, False)
+    assert (quiet.loop_stall_ms, quiet.known) == (0.0, True)
+    assert no_log.send_ms == quiet.send_ms
+    check = check_timing([0.0] * 10, [], 0.0, 0.02, TimingBudget(), no_log)
+    assert check.invalid == "latency window not known (send 3.0, loop not recorded)"
+    assert check.latency_bound_ms is None and check.faithful and check.paced
+    assert check_timing([0.0] * 10, [], 0.0, 0.02, TimingBudget(), quiet).valid

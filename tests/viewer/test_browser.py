@@ -10,7 +10,6 @@ $DUPLEXSIM_CHROMEDRIVER and $DUPLEXSIM_CHROMIUM.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ import pytest
 from duplexsim.core.audio import audio_info
 from duplexsim.runscores.score import score_run
 from duplexsim.scoring.service.api import open_scoring
+from duplexsim.session import eventloop
 from duplexsim.viewer import write_view
 from tests.helpers.paths import REPO
 from tests.helpers.sessions import settings
@@ -75,7 +75,7 @@ def view(tmp_path_factory: pytest.TempPathFactory) -> Path:
         finally:
             await scoring.aclose()
 
-    asyncio.run(make())
+    eventloop.run(make())
     out = root / "view"
     write_view(run, out)
     return out
