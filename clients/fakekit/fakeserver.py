@@ -12,7 +12,7 @@ from types import TracebackType
 
 from duplexsim.clients.fakekit.declare import Http2Fake, WebRTCFake, WebSocketFake
 from duplexsim.clients.fakekit.faults import Faults
-from duplexsim.session.stalls import StallLog
+from duplexsim.core.stalls import StallLog
 
 __all__ = ["RunningServer", "serve_fake"]
 

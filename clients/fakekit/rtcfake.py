@@ -54,7 +54,7 @@ from duplexsim.clients.transport.rtc import (
     new_peer_connection,
 )
 from duplexsim.core.errors import ProtocolError
-from duplexsim.session.stalls import StallLog
+from duplexsim.core.stalls import StallLog
 
 __all__ = ["CallServer", "serve_calls", "serve_webrtc_fake"]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from duplexsim.core.audio import read_audio
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.stalls import StallLog, stall_line
 from duplexsim.run.lifeline import watch_owner_from_env
 from duplexsim.session import eventloop
-from duplexsim.session.stalls import StallLog, stall_line
 
 __all__ = ["register", "serve"]
 
@@ -238,7 +238,7 @@ STALL_REPORT_S = 0.05  # how often the stalls go out: long before a session's en
 
 async def _report_stalls(held: list[StallLog]) -> None:
     """This loop's stalls and the spans its servers ``held`` answers off the loop, as lines on
-    stdout (``duplexsim.session.stalls.stall_line``), every ``STALL_REPORT_S``: a co-located run
+    stdout (``duplexsim.core.stalls.stall_line``), every ``STALL_REPORT_S``: a co-located run
     checks its sessions' latency windows against them."""
     loop_log = eventloop.stall_log()
     logs = ([] if loop_log is None else [loop_log]) + held

@@ -21,8 +21,8 @@ from types import TracebackType
 from typing import NoReturn
 
 from duplexsim.core.errors import ConfigError
+from duplexsim.core.stalls import StallLog, parse_stall_line
 from duplexsim.run.lifeline import owner_env
-from duplexsim.session.stalls import StallLog, parse_stall_line
 
 __all__ = ["FakeModelProcess"]
 

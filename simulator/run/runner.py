@@ -40,6 +40,7 @@ from duplexsim.core.errors import ConfigError, StorageError
 from duplexsim.core.names import check_name
 from duplexsim.core.provenance import BenchmarkId, benchmark_id
 from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import speech_end
 from duplexsim.core.usage import Usage
 from duplexsim.core.vad import VadConfig
@@ -66,7 +67,6 @@ from duplexsim.session.engine import (
 )
 from duplexsim.session.modelpartner import ModelPartner
 from duplexsim.session.partneraudio import PartnerAudio, PartnerClips, read_partner_clips
-from duplexsim.session.stalls import StallLog
 from duplexsim.session.useraudio import UserAudio
 
 __all__ = ["RunOptions", "execute_run", "in_shard", "outcome_row", "parse_shard"]

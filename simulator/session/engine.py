@@ -35,6 +35,7 @@ from duplexsim.core.records import EventRecords, merged_log
 from duplexsim.core.redact import redact
 from duplexsim.core.replytracker import ReplyTracker
 from duplexsim.core.retry import ProviderLimit
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import (
     LatencyWindow,
     ReplyTiming,
@@ -52,7 +53,6 @@ from duplexsim.session.eventpump import EventPump
 from duplexsim.session.latency import reply_window
 from duplexsim.session.receiver import Receiver
 from duplexsim.session.sender import Sender
-from duplexsim.session.stalls import StallLog
 from duplexsim.session.useraudio import (
     CONTEXT_RATE,
     FixedContext,

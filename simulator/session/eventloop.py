@@ -7,7 +7,7 @@ first blocks in ``select()`` on the epoll descriptor itself (a timeout in micros
 descriptor is readable when any socket it watches is), then collects the ready sockets from
 epoll without waiting. One more system call per wait buys sub-millisecond wake-ups.
 
-The selector also records the loop's stalls (``duplexsim.session.stalls``): each iteration that ran its
+The selector also records the loop's stalls (``duplexsim.core.stalls``): each iteration that ran its
 callbacks for longer than a moment, each wait that ended later than its timeout asked, and the
 time the thread, woken from a wait, stood in the run queue. Two clock readings per iteration and
 one small read of the thread's schedstat per wait; ``stall_log`` gives them to whoever needs to
@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from duplexsim.session.stalls import MIN_STALL_S, StallLog
+from duplexsim.core.stalls import MIN_STALL_S, StallLog
 
 __all__ = ["FineTimeoutSelector", "keep_stall_log", "new_event_loop", "run", "stall_log"]
 

@@ -13,6 +13,7 @@ say what its loop added: its window is not known, and its latency not vouched fo
 from __future__ import annotations
 
 from duplexsim.core.records import EventRecords
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import (
     LatencyWindow,
     ReplyTiming,
@@ -20,7 +21,6 @@ from duplexsim.core.timing import (
     latency_window,
     window_send_s,
 )
-from duplexsim.session.stalls import StallLog
 
 __all__ = ["STAMP_SLACK_S", "reply_window"]
 

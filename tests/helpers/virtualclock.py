@@ -30,8 +30,8 @@ from duplexsim.clients.base import (
 )
 from duplexsim.clients.fakekit.behaviours import Behaviour
 from duplexsim.core.errors import Disconnected
+from duplexsim.core.stalls import StallLog
 from duplexsim.session import eventloop
-from duplexsim.session.stalls import StallLog
 
 T = TypeVar("T")
 

@@ -20,12 +20,12 @@ from duplexsim.clients.pcm_ws.server import start_server
 from duplexsim.core.audio import read_audio
 from duplexsim.core.benchmark import load_benchmark
 from duplexsim.core.retry import RetryPolicy
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import TimingBudget, measure_reply, speech_end
 from duplexsim.profiles.profile import ModelProfile
 from duplexsim.run.runner import Endpoint, RunOptions, execute_run
 from duplexsim.run.store import ResultRow
 from duplexsim.session import eventloop
-from duplexsim.session.stalls import StallLog
 from tests.helpers.runs import SETTINGS, short_benchmark
 
 

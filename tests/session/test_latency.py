@@ -4,9 +4,9 @@ stamped, and a co-located server's just before it, with the late sends; none wit
 from __future__ import annotations
 
 from duplexsim.core.records import EventRecords
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import ReplyTiming, TimingBudget, check_timing
 from duplexsim.session.latency import STAMP_SLACK_S, reply_window
-from duplexsim.session.stalls import StallLog
 
 T0 = 50.0
 

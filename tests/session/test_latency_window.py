@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from duplexsim.core.stalls import StallLog
 from duplexsim.core.timing import LatencyWindow, TimingBudget, check_timing
 from duplexsim.run.rows import outcome_row
 from duplexsim.session.engine import SessionOutcome, run_session
-from duplexsim.session.stalls import StallLog
 from tests.helpers.sessions import SETTINGS, context, echo
 from tests.helpers.virtualclock import ScriptedClient, run_virtual
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from duplexsim.core.stalls import MIN_STALL_S, StallLog, parse_stall_line, stall_line
 from duplexsim.session import eventloop
-from duplexsim.session.stalls import MIN_STALL_S, StallLog, parse_stall_line, stall_line
 from tests.helpers.waits import async_wait_until
 
 
@@ -161,3 +161,22 @@ async def test_a_fake_report_is_read_line_by_line_and_anything_else_ignored() ->
     reader.feed_eof()
     await asyncio.wait_for(fake._read_stalls(reader), 5)
     assert fake.stalls.since(0.0) == [(1.0, 1.002), (3.0, 3.004), (4.0, 4.001)]
+
+
+async def test_a_served_fake_reports_the_spans_its_servers_held_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``serve --report-stalls`` passes on a WebRTC fake's held frames with its loop's stalls,
+    each once, in time order."""
+    from duplexsim.cli.serve_cmd import STALL_REPORT_S, _report_stalls
+
+    held = StallLog()
+    held.note(5.0, 5.004)
+    reporter = asyncio.create_task(_report_stalls([held]))
+    await asyncio.sleep(2.5 * STALL_REPORT_S)
+    held.note(6.0, 6.002)
+    await asyncio.sleep(2.5 * STALL_REPORT_S)
+    reporter.cancel()
+    lines = [parse_stall_line(line) for line in capsys.readouterr().out.splitlines()]
+    held_spans = [(5.0, 5.004), (6.0, 6.002)]
+    assert [stall for stall in lines if stall in held_spans] == held_spans  # with the loop's
