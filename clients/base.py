@@ -59,7 +59,8 @@ class Capabilities:
     # each input frame is answered by one output frame (``frame_ms`` of audio) as it arrives,
     # and replies are decided on the input's media time, with no wall-clock timer: a reply's
     # onset can then have waited only on the input frame its first frame answers (the latency
-    # window's sends, docs/metrics.md)
+    # window's sends, docs/metrics.md). Consulted only where the run knows the server's stalls
+    # (a fake it started): what this protocol's fake does, whatever a hosted server does
     answers_each_frame: bool = False
 
 

@@ -116,6 +116,9 @@ class OpenAIWebRTCClient(DuplexClient):
             # NetEq's target delay starts at 80 ms and follows the arrivals' jitter: a frame
             # three 20 ms frames late is concealed, a gap the model hears
             input_jitter_ms=60.0,
+            # consulted only for a fake this run started (its stalls known): ours answers each
+            # 20 ms RTP frame with one as it arrives; a hosted server never has a stall log
+            answers_each_frame=True,
         )
 
     # --- connect ---------------------------------------------------------------------------------

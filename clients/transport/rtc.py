@@ -37,7 +37,7 @@ import fractions
 import ipaddress
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import aioice.ice
 import numpy as np
@@ -158,6 +158,9 @@ class OutgoingAudioTrack(MediaStreamTrack):
     """
 
     kind = "audio"
+    # False: hand the sender raw frames, which it encodes in its worker thread (aiortc's own way,
+    # kept to measure against: bench/webrtc_latency.py --encode both)
+    encode_on_loop: ClassVar[bool] = True
 
     def __init__(self, *, idle_fill_s: float | None = None) -> None:
         super().__init__()
@@ -208,10 +211,12 @@ class OutgoingAudioTrack(MediaStreamTrack):
         self._wake.set()
         self._run_after_sent()
 
-    async def recv(self) -> Packet[Any]:  # aiortc sends a Frame or a Packet
+    async def recv(self) -> Packet[Any] | AudioFrame:  # aiortc sends either
         """The next frame, encoded: the sender packs it and sends it in this iteration."""
         self._sent = self.samples_emitted  # the sender is back for more: the last frame went out
         self._run_after_sent()
+        if not self.encode_on_loop:
+            return await self.next_frame()
         while not self._encoded:
             frame = await self.next_frame()
             if self._encoder is None:

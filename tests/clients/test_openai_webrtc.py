@@ -705,9 +705,12 @@ async def test_delayed_echo_latency_is_recovered() -> None:
     at most what the session says this machine may have added (its latency bound: our late
     sends, our loop's busy span, and the fake's own stalls and the spans it held frames in its
     codec threads), plus loopback transit. Never less: a reply is never heard before it was
-    sent. The bound is checked for every session that vouched for its timing."""
+    sent. The bound is checked for every session that vouched for its timing. The fake answers
+    each frame as it arrives (``answers_each_frame``): with its stalls known, the window holds
+    the one frame the onset answers and all the time that answer took."""
     server = await start_server(behaviour_factory("delayed-echo", latency_s=0.5, hangover_s=0.25))
     tried: list[tuple[float, float | None, bool]] = []  # (error, bound, vouched)
+    assert OpenAIWebRTCClient(config(server.url)).capabilities.answers_each_frame
     try:
         for _ in range(3):
             client = OpenAIWebRTCClient(config(server.url))
