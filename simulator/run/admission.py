@@ -230,6 +230,8 @@ class Headroom:
         self._first: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._users = 0
+        self._waiters: deque[_Waiter] = deque()  # sessions waiting for room, oldest first
+        self._gate: asyncio.Task[None] | None = None  # admits them while any wait
 
     @classmethod
     def for_loop(cls) -> Headroom:
@@ -247,9 +249,11 @@ class Headroom:
     async def stop(self) -> None:
         self._users -= 1
         if self._users == 0 and self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+            tasks = [t for t in (self._task, self._gate) if t is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._task = self._gate = None
             Headroom._by_loop.pop(id(asyncio.get_running_loop()), None)
 
     async def _sample(self) -> None:
@@ -285,21 +289,52 @@ class Headroom:
 
     async def wait_for_room(self, *, check: bool = True) -> None:
         """Returns once a session may start (and counts it in flight: call ``done`` after);
-        without ``check`` only the spacing of starts applies."""
+        without ``check`` only the spacing of starts applies. Sessions start in the order they
+        asked, by one gate that wakes once per decision, however many wait (a waiter that
+        polled on its own timer would cost the loop that paces the running sessions)."""
         loop = asyncio.get_running_loop()
-        while True:
-            settled = loop.time() - self.last_start >= SETTLE_S
-            window = self.window.sessions
-            if settled and (
-                not check or admit(self.in_flight, window, self.cpu_share(), self.limits)
-            ):
-                break
-            self.refused += 1
-            await asyncio.sleep(SETTLE_S)
-        now = loop.time()
-        self._count(+1, now)
-        self.last_start = now
-        self.window.started(now, self.in_flight)
+        waiter = _Waiter(loop.create_future(), check)
+        self._waiters.append(waiter)
+        if self._gate is None or self._gate.done():
+            self._gate = loop.create_task(self._admit_waiters())
+        try:
+            await waiter.admitted
+        except asyncio.CancelledError:
+            if waiter.admitted.done() and not waiter.admitted.cancelled():
+                self.done()  # admitted as it was cancelled: the room is given back
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    async def _admit_waiters(self) -> None:
+        """Starts the waiting sessions one at a time, oldest first, ``SETTLE_S`` apart at least."""
+        loop = asyncio.get_running_loop()
+        while self._waiters:
+            settle = self.last_start + SETTLE_S - loop.time()
+            if settle > 0:
+                await asyncio.sleep(settle)
+                continue
+            waiter = self._next_admitted()
+            if waiter is None:
+                self.refused += 1
+                await asyncio.sleep(SETTLE_S)
+                continue
+            now = loop.time()
+            self._count(+1, now)
+            self.last_start = now
+            self.window.started(now, self.in_flight)
+            waiter.admitted.set_result(None)
+
+    def _next_admitted(self) -> _Waiter | None:
+        """The oldest waiter that may start now (taken from the queue), or None."""
+        while self._waiters and self._waiters[0].admitted.done():
+            self._waiters.popleft()  # cancelled
+        room = admit(self.in_flight, self.window.sessions, self.cpu_share(), self.limits)
+        for waiter in self._waiters:
+            if (room or not waiter.check) and not waiter.admitted.done():
+                self._waiters.remove(waiter)
+                return waiter
+        return None
 
     @contextlib.asynccontextmanager
     async def slot(self, *, check: bool = True) -> AsyncIterator[Slot]:
@@ -322,6 +357,12 @@ class Headroom:
         """How the sessions were paced: the window, what it learnt, sessions at once."""
         now = asyncio.get_running_loop().time()
         return {**self.window.describe(), "mean_in_flight": round(self.mean_in_flight(now), 2)}
+
+
+@dataclass(eq=False)
+class _Waiter:
+    admitted: asyncio.Future[None]  # done once it may start
+    check: bool  # False: only the spacing of starts applies
 
 
 class Slot:

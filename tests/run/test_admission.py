@@ -8,7 +8,14 @@ import math
 
 import pytest
 
-from duplexsim.run.admission import FLOOR, AdmissionLimits, Headroom, PaceWindow, admit
+from duplexsim.run.admission import (
+    FLOOR,
+    SETTLE_S,
+    AdmissionLimits,
+    Headroom,
+    PaceWindow,
+    admit,
+)
 from tests.helpers.waits import async_wait_until
 
 LIMITS = AdmissionLimits(cpu_share=0.7)
@@ -200,5 +207,60 @@ async def test_the_cpu_share_of_a_busy_process_shows() -> None:
             sum(range(20000))
             await asyncio.sleep(0)
         assert headroom.cpu_share() > 0.0
+    finally:
+        await headroom.stop()
+
+
+async def test_waiting_sessions_start_in_order_by_one_gate_whatever_their_number() -> None:
+    """A full window holds 40 waiters back; the gate decides once per settling time for all
+    of them (not once per waiter), and as room comes they start oldest first, spaced."""
+    headroom = Headroom(LIMITS)
+    headroom.window = PaceWindow(size=float(FLOOR))
+    headroom.start()
+    started: list[int] = []
+
+    async def session(k: int) -> None:
+        await headroom.wait_for_room()
+        started.append(k)
+
+    try:
+        for _ in range(FLOOR):
+            await headroom.wait_for_room()
+        loop = asyncio.get_running_loop()
+        waiting = [asyncio.create_task(session(k)) for k in range(40)]
+        await asyncio.sleep(0.3)
+        assert started == [] and headroom.in_flight == FLOOR
+        assert 1 <= headroom.refused <= 8  # about 0.3 s / SETTLE_S decisions, not 40 times that
+        at = loop.time()
+        for _ in range(3):
+            headroom.done()
+        await async_wait_until(lambda: len(started) == 3, what="three started")
+        assert started == [0, 1, 2] and loop.time() - at >= 2 * SETTLE_S
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        assert headroom.in_flight == FLOOR and not headroom._waiters
+    finally:
+        await headroom.stop()
+
+
+async def test_a_waiter_cancelled_as_it_is_admitted_gives_its_room_back() -> None:
+    headroom = Headroom(LIMITS)
+    headroom.start()
+    try:
+        first = asyncio.create_task(headroom.wait_for_room())
+        await asyncio.sleep(0)  # queued; the gate admits it in its first step
+        await asyncio.sleep(0)
+        assert headroom.in_flight == 1 and not first.done()  # admitted, not yet resumed
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert headroom.in_flight == 0
+        cancelled = asyncio.create_task(headroom.wait_for_room())  # waits out the settling
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.gather(cancelled, return_exceptions=True)
+        assert headroom.in_flight == 0 and not headroom._waiters
+        await headroom.wait_for_room()  # the gate goes on for the next one
+        assert headroom.in_flight == 1
     finally:
         await headroom.stop()
