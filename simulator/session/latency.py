@@ -3,8 +3,9 @@ the frame holding the user's speech end to the onset (``timing.window_send_s``),
 loop that ended as the onset's chunk was stamped (its bytes waited that long to be read), and the
 stall of a co-located fake server as that chunk left it (it answers each frame as it reads it,
 so only then does a stall move its reply). A fake the run started that answers each frame as it
-arrives waited on the one frame its onset answers: that frame's lateness, and all the time from
-its send to its answer's stamp (the fake's work, both loops, the sockets: all this machine's).
+arrives waited on the one frame its onset answers: that frame's lateness and the time from its
+send to its answer's stamp (the fake's work, both loops, the sockets) are what this machine added,
+to the sample; a stall of either loop that did not lengthen them did not move the reply.
 The stall logs are in the loop's time: given only when the session runs on the loop's own clock.
 A session on a loop that records no stalls (not ``eventloop``'s, or on a clock of its own) cannot
 say what its loop added: its window is not known, and its latency not vouched for.
@@ -43,7 +44,9 @@ def reply_window(
     """The reply's latency window (None: no reply); ``t0``: the timeline's origin on the loop's
     clock; ``answers_each_frame``: the model answers each input frame with one output frame as
     it arrives (``Capabilities``); with a ``server`` log (a fake this run started) only the frame
-    its onset answers counts among the sends, and the time its answer took."""
+    its onset answers counts among the sends, and the time its answer took (our loop's part of it
+    no more than its busy span at the stamp and what the server's stalls leave, the rest the
+    server's)."""
     onset = timing.onset_s
     if onset is None:
         return None
@@ -60,14 +63,19 @@ def reply_window(
             records.send_n, records.send_t, records.recv_samples, records.recv_t, chunk, frame_len
         )
     send_s = window_send_s(records.send_due, records.send_t, timing, frame_s, answered)
+    if answered is not None and server is not None:
+        # a fake this run started answered that one frame as it read it: the time from its send
+        # to its answer's stamp is all this machine added after the send (the fake's own work,
+        # both loops, the sockets); stalls that did not lengthen it did not move the reply
+        sent = records.send_t[answered]
+        turnaround = recv_t_of(records, chunk) - sent
+        # told apart as well as the logs can: the server's stalls in it first, then our loop's
+        server_part = min(turnaround, server.worst(t0 + sent, stamped))
+        loop_s = None if loop_s is None else min(loop_s, turnaround - server_part)
+        return latency_window(send_s, loop_s, turnaround - (loop_s or 0.0))
     server_s = None
     if server is not None:
         server_s = server.worst(stamped - held_s - 2 * STAMP_SLACK_S, stamped)
-    if answered is not None and server_s is not None:
-        # a fake this run started answered that one frame: all the time from its send to its
-        # answer's stamp is this machine's (the fake's own work, both loops, the sockets)
-        turnaround = recv_t_of(records, chunk) - records.send_t[answered]
-        server_s = max(server_s, turnaround - held_s)
     return latency_window(send_s, loop_s, server_s)
 
 

@@ -73,3 +73,46 @@ def test_a_loop_that_records_no_stalls_leaves_the_window_not_known() -> None:
     assert check.invalid == "latency window not known (send 3.0, loop not recorded)"
     assert check.latency_bound_ms is None and check.faithful and check.paced
     assert check_timing([0.0] * 10, [], 0.0, 0.02, TimingBudget(), quiet).valid
+
+
+def answering(turnaround_s: float, late_s: float = 0.0) -> EventRecords:
+    """A model that answers each 20 ms frame with one as it reads it, ``turnaround_s`` after the
+    send returned; the frame its onset answers (85, due 1.70 s) returned ``late_s`` late."""
+    r = EventRecords()
+    for n in range(100):
+        t = n * 0.02 + (late_s if n == 85 else 0.0)
+        r.add_send(n, t, n * 0.02, 320)
+        r.add_received(t + turnaround_s, 320, t + turnaround_s, None, n < 85)
+    return r
+
+
+def test_a_fake_answering_each_frame_is_late_by_its_frame_and_its_answers_time_only() -> None:
+    timing = ReplyTiming(1.2, 1.70 + 0.0015, 2.0, 0.5, 0.3, 0.0)  # the onset's chunk, 85
+    # a busy span of 15 ms ran into the stamp and the fake stalled 9 ms just before it, yet the
+    # answer came 1.5 ms after its frame left: neither stall moved the reply
+    loop = stalls((1.688, 1.6935), (1.6940, 1.6980), (1.6988, 1.7030))
+    server = stalls((1.690, 1.699))
+    w = reply_window(
+        timing, answering(0.0015), 0.02, 16000, T0, loop, server, answers_each_frame=True
+    )
+    assert w is not None and w.bound_ms is not None
+    assert (w.send_ms, w.bound_ms) == (0.0, 1.5)
+    assert w.loop_stall_ms == 1.5 and w.server_stall_ms == 0.0  # the loop's part, at most
+    # its frame left 2 ms late and its answer took 4 ms: 6 ms, all of it the machine's
+    timing = ReplyTiming(1.2, 1.70 + 0.006, 2.0, 0.5, 0.3, 0.0)
+    quiet = stalls((1.7045, 1.7055))  # our loop was busy 1.5 ms of those 4
+    w = reply_window(
+        timing, answering(0.004, 0.002), 0.02, 16000, T0, quiet, server, answers_each_frame=True
+    )
+    assert w is not None and (w.send_ms, w.loop_stall_ms, w.server_stall_ms) == (2.0, 1.5, 2.5)
+    assert not check_timing([0.0] * 10, [], 0.0, 0.02, TimingBudget(), w).valid
+    # the fake stalled 3 ms of those 4 after the frame left: that part is the server's
+    stalled = stalls((1.7025, 1.7055))
+    w = reply_window(
+        timing, answering(0.004, 0.002), 0.02, 16000, T0, quiet, stalled, answers_each_frame=True
+    )
+    assert w is not None and (w.send_ms, w.loop_stall_ms, w.server_stall_ms) == (2.0, 1.0, 3.0)
+    # without its server's log the answer's time cannot be told from the model's own
+    w = reply_window(timing, answering(0.004, 0.002), 0.02, 16000, T0, quiet, None,
+                     answers_each_frame=True)  # fmt: skip
+    assert w is not None and w.server_stall_ms is None
