@@ -38,6 +38,7 @@ __all__ = [
     "refine_bounds",
     "segments",
     "speech_bounds",
+    "speech_onset",
 ]
 
 VAD_RATE = 16000
@@ -319,6 +320,39 @@ def speech_bounds(
     if voiced.size == 0:
         return None
     return refine_bounds(x, rate, int(voiced[0]), int(voiced[-1]) + 1, cfg)
+
+
+def speech_onset(samples: FloatArray, rate: int, cfg: VadConfig | None = None) -> float | None:
+    """``speech_bounds(samples, rate, cfg)[0]``, reading ``samples`` only as far as its first
+    speech is found (a fake model cutting its reply from the user's words finds its onset in a
+    few frames instead of classifying seconds of them as the reply starts)."""
+    cfg = cfg or VadConfig()
+    x = np.asarray(samples, dtype=np.float32)
+    if rate != VAD_RATE:  # a streaming resampler's output is not the one-shot one's
+        bounds = speech_bounds(x, rate, cfg)
+        return None if bounds is None else bounds[0]
+    vad = StreamingVad(rate, cfg)
+    spans: list[tuple[int, int]] = []
+    step = _ONSET_STEP_FRAMES * cfg.frame_len
+    for lo in range(0, x.size, step):
+        spans = vad.speech(x[lo : lo + step])
+        if spans:
+            break
+    if not spans:
+        return None  # what frame_flags finds too: no run that counts, whole frames only
+    first, end = spans[0][0], spans[-1][1]
+    frame = cfg.frame_len
+    # the first sample at the edge level from a frame before ``first``: the whole clip's search
+    # finds the same one where it lies before the speech found so far
+    hi = (end if cfg.edge_above_floor else first + 1) * frame
+    onset = _first_at_edge(x, max(0, (first - 1) * frame), hi, edge_level(x, rate, first, cfg), -1)
+    if onset < 0:
+        bounds = speech_bounds(x, rate, cfg)
+        return None if bounds is None else bounds[0]
+    return onset / rate
+
+
+_ONSET_STEP_FRAMES = 8  # frames classified per step while looking for the first speech
 
 
 def refine_bounds(

@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from duplexsim.core.vad import VAD_RATE, StreamingVad, VadConfig, refine_bounds, speech_bounds
+from duplexsim.core.vad import (
+    VAD_RATE,
+    StreamingVad,
+    VadConfig,
+    refine_bounds,
+    speech_bounds,
+    speech_onset,
+)
 
 __all__ = ["Behaviour", "FloatArray", "Step", "UserTurn"]
 
@@ -237,7 +244,7 @@ class Behaviour(ABC):
         self._turn_begin = self._sample(max(edge.frame - preroll, self._floor_frame))
         hi = self._sample(edge.at_frame + 1)  # not ``now``: windows must not depend on chunking
         first = self._sample(edge.frame)
-        self._onset = self._refine(self._turn_begin, hi, onset=True, default=first)
+        self._onset = self._speech_onset(self._turn_begin, hi, default=first)
         self._turn_vad = self._new_turn_vad(self._turn_begin)
         if not self.replying:
             self._on_speech_started(self._onset, now)
@@ -275,11 +282,10 @@ class Behaviour(ABC):
             return None
         return refine_bounds(window, self.rate, vad.first, vad.end, self._cfg)
 
-    def _refine(self, lo: int, hi: int, *, onset: bool, default: int) -> int:
-        bounds = speech_bounds(self._audio(lo, hi), self.rate, self._cfg)
-        if bounds is None:
-            return default
-        return lo + round(bounds[0 if onset else 1] * self.rate)
+    def _speech_onset(self, lo: int, hi: int, *, default: int) -> int:
+        """The first sample of speech in [lo, hi) (``speech_bounds``' onset), else ``default``."""
+        onset = speech_onset(self._audio(lo, hi), self.rate, self._cfg)
+        return default if onset is None else lo + round(onset * self.rate)
 
     def _keep_from(self) -> int:
         if self._tracker.speaking:

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from duplexsim.clients.fakekit.behaviours.base import Behaviour, FloatArray, UserTurn
-from duplexsim.core.vad import speech_bounds
+from duplexsim.core.vad import speech_onset
 
 __all__ = [
     "BargeIn",
@@ -91,8 +91,8 @@ class Echo(Behaviour):
 
     def _echo(self, turn: UserTurn) -> FloatArray:
         window = self._audio(max(turn.end - round(self.echo_s * self.rate), turn.onset), turn.end)
-        bounds = speech_bounds(window, self.rate, self._cfg)
-        return window[round(bounds[0] * self.rate) :] if bounds else window
+        onset = speech_onset(window, self.rate, self._cfg)  # at the turn's end: kept cheap
+        return window if onset is None else window[round(onset * self.rate) :]
 
     def _on_turn_end(self, turn: UserTurn, now: int) -> None:
         self._schedule(self._echo(turn), now)
