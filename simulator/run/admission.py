@@ -24,8 +24,11 @@ loop run at once is the ``PaceWindow``'s, learnt from the sessions themselves in
 
 ``Headroom`` holds the window for every run on one loop (the demo runs one per model), spaces
 starts so handshakes do not pile up, and keeps this process's CPU share (its children's too:
-co-located fakes and the worker pool use the same cores) under ``AdmissionLimits.cpu_share``.
-``admit`` decides from those figures and the window alone (pure).
+co-located fakes and the worker pool use the same cores) under ``AdmissionLimits.cpu_share``,
+and the busiest one-threaded loop's (ours, or a co-located fake server's) under
+``AdmissionLimits.loop_share``: a loop is one thread, and one that is busy most of the time
+delays every frame it sends or answers, however many cores are idle. ``admit`` decides from
+those figures and the window alone (pure).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import asyncio
 import contextlib
 import math
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -60,6 +64,9 @@ PROBE_AFTER = 8  # rounds that kept pace at the converged load before the failed
 @dataclass(frozen=True)
 class AdmissionLimits:
     cpu_share: float = 0.7  # this process and its children's CPU share of all cores
+    # the CPU share of one core taken by our event loop's thread, or by a child (a fake model
+    # server is one loop): past it, frames queue behind each other's callbacks
+    loop_share: float = 0.6
 
 
 @dataclass
@@ -202,14 +209,16 @@ def admit(
     window: int,
     cpu_share: float,
     limits: AdmissionLimits,
+    loop_share: float = 0.0,
 ) -> bool:
     """Whether one more session may start now (the run's own ceiling is its caller's). Below
-    ``FLOOR`` one always may: a run always progresses, and no other job's load keeps it idle."""
+    ``FLOOR`` one always may: a run always progresses, and no other job's load keeps it idle.
+    ``loop_share``: the busiest loop's share of its core."""
     if in_flight < FLOOR:
         return True
     if in_flight >= window:
         return False
-    return cpu_share < limits.cpu_share
+    return cpu_share < limits.cpu_share and loop_share < limits.loop_share
 
 
 class Headroom:
@@ -222,7 +231,7 @@ class Headroom:
         self.limits = limits or AdmissionLimits()
         self.window = PaceWindow()
         self.in_flight = 0
-        self.cpu: deque[tuple[float, float]] = deque()  # (when, CPU seconds so far)
+        self.cpu: deque[_CpuSample] = deque()
         self.last_start = -1e9
         self.refused = 0  # decisions that found no room (for the progress line and tests)
         self.area = 0.0  # sessions x seconds, for the mean in flight
@@ -261,17 +270,30 @@ class Headroom:
         while True:
             await asyncio.sleep(CPU_TICK_S)
             now = loop.time()
-            self.cpu.append((now, _cpu_seconds()))
-            while len(self.cpu) > 1 and self.cpu[0][0] < now - WINDOW_S:
+            self.cpu.append(_CpuSample.now(now))  # on the loop's thread: its own CPU time
+            while len(self.cpu) > 1 and self.cpu[0].at < now - WINDOW_S:
                 self.cpu.popleft()
 
     def cpu_share(self) -> float:
         """CPU share of all cores of this process and its children over the last second."""
         if len(self.cpu) < 2:
             return 0.0
-        (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
+        a, b = self.cpu[0], self.cpu[-1]
         cores = os.cpu_count() or 1
-        return (c1 - c0) / (t1 - t0) / cores if t1 > t0 else 0.0
+        return (b.total - a.total) / (b.at - a.at) / cores if b.at > a.at else 0.0
+
+    def loop_share(self) -> float:
+        """The share of one core taken over the last second by the busiest of our loop's
+        thread and this process's children (a co-located fake server is one loop)."""
+        if len(self.cpu) < 2:
+            return 0.0
+        a, b = self.cpu[0], self.cpu[-1]
+        if b.at <= a.at:
+            return 0.0
+        busiest = b.loop - a.loop
+        for pid, used in b.children.items():
+            busiest = max(busiest, used - a.children.get(pid, used))
+        return busiest / (b.at - a.at)
 
     def mean_in_flight(self, now: float) -> float:
         """Sessions at once, averaged from the first start to ``now``."""
@@ -329,7 +351,9 @@ class Headroom:
         """The oldest waiter that may start now (taken from the queue), or None."""
         while self._waiters and self._waiters[0].admitted.done():
             self._waiters.popleft()  # cancelled
-        room = admit(self.in_flight, self.window.sessions, self.cpu_share(), self.limits)
+        room = admit(
+            self.in_flight, self.window.sessions, self.cpu_share(), self.limits, self.loop_share()
+        )
         for waiter in self._waiters:
             if (room or not waiter.check) and not waiter.admitted.done():
                 self._waiters.remove(waiter)
@@ -390,24 +414,36 @@ class Slot:
         await self.take()
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and its children that ended so far, plus live children's where
-    the platform says (os.times covers waited-for children only; the pool and fakes live on)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system + _live_children_cpu()
+@dataclass(frozen=True)
+class _CpuSample:
+    at: float  # the loop's clock
+    total: float  # CPU seconds of this process and its children so far
+    loop: float  # ... of the thread that took the sample (the loop's)
+    children: dict[int, float]  # ... of each live child process
+
+    @classmethod
+    def now(cls, at: float) -> _CpuSample:
+        t = os.times()
+        children = _live_children_cpu()
+        total = t.user + t.system + t.children_user + t.children_system + sum(children.values())
+        return cls(at, total, time.thread_time(), children)
 
 
-def _live_children_cpu() -> float:
-    """CPU seconds of this process's live child processes (Linux /proc; 0 elsewhere)."""
-    total = 0.0
+def _live_children_cpu() -> dict[int, float]:
+    """CPU seconds of each live child process of this one (Linux /proc; none elsewhere).
+    os.times covers waited-for children only: the pool and fakes live on."""
+    out: dict[int, float] = {}
     try:
         tick = os.sysconf("SC_CLK_TCK")
         with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
             children = f.read().split()
-        for pid in children:
+    except (OSError, ValueError):
+        return out
+    for pid in children:
+        try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    except (OSError, ValueError, IndexError):
-        return total
-    return total
+            out[int(pid)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue  # it ended meanwhile
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 
 import pytest
 
@@ -27,6 +28,10 @@ def test_a_session_starts_under_the_window_while_cpu_is_left_and_always_below_th
     assert admit(5, 8, cpu_share=0.5, limits=LIMITS)
     assert not admit(8, 8, cpu_share=0.0, limits=LIMITS)  # the window
     assert not admit(5, 8, cpu_share=0.8, limits=LIMITS)  # no CPU left
+    # one loop (ours, or a fake server's) busy most of the time, however idle the other cores
+    assert not admit(5, 8, cpu_share=0.3, limits=LIMITS, loop_share=0.65)
+    assert admit(5, 8, cpu_share=0.3, limits=LIMITS, loop_share=0.5)
+    assert admit(FLOOR - 1, 8, cpu_share=0.3, limits=LIMITS, loop_share=1.0)
 
 
 def play(
@@ -207,7 +212,23 @@ async def test_the_cpu_share_of_a_busy_process_shows() -> None:
             sum(range(20000))
             await asyncio.sleep(0)
         assert headroom.cpu_share() > 0.0
+        assert headroom.loop_share() > 0.3  # this loop's thread was busy most of that time
     finally:
+        await headroom.stop()
+
+
+async def test_a_busy_child_process_shows_as_a_busy_loop() -> None:
+    """A co-located fake server is one loop: its share of a core counts, alone."""
+    headroom = Headroom(LIMITS)
+    headroom.start()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
+    )
+    try:
+        await asyncio.sleep(1.2)  # the loop idle all that time
+        assert headroom.loop_share() > 0.3
+    finally:
+        await child.wait()
         await headroom.stop()
 
 
