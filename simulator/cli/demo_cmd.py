@@ -159,7 +159,9 @@ async def _run_models(
             endpoint = Endpoint(url, server.stalls)
             rows = await execute_run(bench, profile, opts, progress, endpoint=endpoint, pool=pool)
             label = run_label(opts.run_id, profile.describe())
-            return summarise_rows(label, rows, profile.price)
+            # the other models' sessions still pace on this loop (its first call imports numpy's
+            # quantiles: tens of ms)
+            return await asyncio.to_thread(summarise_rows, label, rows, profile.price)
 
         progress = Progress(prefix, 0, quiet=args.quiet)
         try:
