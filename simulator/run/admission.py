@@ -66,7 +66,7 @@ class AdmissionLimits:
     cpu_share: float = 0.7  # this process and its children's CPU share of all cores
     # the CPU share of one core taken by our event loop's thread, or by a child (a fake model
     # server is one loop): past it, frames queue behind each other's callbacks
-    loop_share: float = 0.6
+    loop_share: float = 0.55
 
 
 @dataclass
